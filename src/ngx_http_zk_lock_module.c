@@ -1,0 +1,582 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_zk_lock_module.h"
+#include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_handler.h"
+
+
+static void *ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec);
+static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
+static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
+
+
+static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
+    ngx_conf_check_num_bounds, 400, 599
+};
+
+
+static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
+    { ngx_string("info"), NGX_LOG_INFO },
+    { ngx_string("notice"), NGX_LOG_NOTICE },
+    { ngx_string("warn"), NGX_LOG_WARN },
+    { ngx_string("error"), NGX_LOG_ERR },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_command_t  ngx_http_zk_lock_commands[] = {
+
+    { ngx_string("zk_hosts"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_zk_lock_hosts,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("zk_session_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_main_conf_t, session_timeout),
+      NULL },
+
+    { ngx_string("zk_mutex"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      ngx_http_zk_lock,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      NGX_HTTP_ZK_LOCK_MUTEX,
+      NULL },
+
+    { ngx_string("zk_semaphore"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
+      ngx_http_zk_lock,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      NGX_HTTP_ZK_LOCK_SEMAPHORE,
+      NULL },
+
+    { ngx_string("zk_lock_timeout"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_loc_conf_t, timeout),
+      NULL },
+
+    { ngx_string("zk_lock_status"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_loc_conf_t, status),
+      &ngx_http_zk_lock_status_bounds },
+
+    { ngx_string("zk_lock_log_level"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_loc_conf_t, log_level),
+      &ngx_http_zk_lock_log_levels },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_zk_lock_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    ngx_http_zk_lock_init,                 /* postconfiguration */
+
+    ngx_http_zk_lock_create_main_conf,     /* create main configuration */
+    ngx_http_zk_lock_init_main_conf,       /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_zk_lock_create_loc_conf,      /* create location configuration */
+    ngx_http_zk_lock_merge_loc_conf        /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_zk_lock_module = {
+    NGX_MODULE_V1,
+    &ngx_http_zk_lock_module_ctx,          /* module context */
+    ngx_http_zk_lock_commands,             /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_http_zk_lock_init_process,         /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_http_zk_lock_exit_process,         /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static void *
+ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_zk_lock_main_conf_t));
+    if (lmcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     lmcf->hosts = { 0, NULL };
+     *     lmcf->chroot = { 0, NULL };
+     *     lmcf->session = NULL;
+     *     lmcf->used = { 0, NULL };
+     */
+
+    lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
+
+    return lmcf;
+}
+
+
+static char *
+ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_zk_lock_main_conf_t *lmcf = conf;
+
+    ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
+
+    return NGX_CONF_OK;
+}
+
+
+static void *
+ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_zk_lock_loc_conf_t  *conf;
+
+    conf = ngx_pcalloc(cf->pool, sizeof(ngx_http_zk_lock_loc_conf_t));
+    if (conf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     conf->locks = NULL;
+     */
+
+    conf->timeout = NGX_CONF_UNSET_MSEC;
+    conf->status = NGX_CONF_UNSET_UINT;
+    conf->log_level = NGX_CONF_UNSET_UINT;
+
+    return conf;
+}
+
+
+static char *
+ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_zk_lock_loc_conf_t *prev = parent;
+    ngx_http_zk_lock_loc_conf_t *conf = child;
+
+    if (conf->locks == NULL) {
+        conf->locks = prev->locks;
+    }
+
+    ngx_conf_merge_msec_value(conf->timeout, prev->timeout, 60000);
+    ngx_conf_merge_uint_value(conf->status, prev->status,
+                              NGX_HTTP_SERVICE_UNAVAILABLE);
+    ngx_conf_merge_uint_value(conf->log_level, prev->log_level,
+                              NGX_LOG_ERR);
+
+    return NGX_CONF_OK;
+}
+
+
+/* zk_hosts host:port[,host:port...][/chroot] */
+
+static char *
+ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_main_conf_t *lmcf = conf;
+
+    u_char      *p, *last;
+    ngx_str_t   *value, seg;
+    const char  *err;
+
+    if (lmcf->hosts.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (value[1].len == 0 || value[1].data[0] == '/') {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "no hosts in \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    last = value[1].data + value[1].len;
+    p = ngx_strlchr(value[1].data, last, '/');
+
+    if (p) {
+        lmcf->chroot.data = p;
+        lmcf->chroot.len = last - p;
+
+        /* the chroot follows the rules of lock paths */
+
+        while (p < last) {
+            seg.data = ++p;
+            p = ngx_strlchr(p, last, '/');
+            if (p == NULL) {
+                p = last;
+            }
+
+            seg.len = p - seg.data;
+
+            err = ngx_http_zk_lock_check_segment(&seg, 0);
+            if (err) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid chroot in \"%V\": a segment is %s",
+                                   &value[1], err);
+                return NGX_CONF_ERROR;
+            }
+        }
+    }
+
+    /* value[1] is null-terminated, as the client wants it */
+    lmcf->hosts = value[1];
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * zk_mutex <path> [timeout=<time>]
+ * zk_semaphore <path> leases=<n> [timeout=<time>]
+ */
+
+static char *
+ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_loc_conf_t *llcf = conf;
+
+    ngx_int_t                      n;
+    ngx_str_t                     *value, s;
+    ngx_uint_t                     i;
+    ngx_http_zk_lock_spec_t       *spec;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    value = cf->args->elts;
+
+    if (llcf->locks == NULL) {
+        llcf->locks = ngx_array_create(cf->pool, 1,
+                                       sizeof(ngx_http_zk_lock_spec_t));
+        if (llcf->locks == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    spec = ngx_array_push(llcf->locks);
+    if (spec == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    spec->type = cmd->offset;
+    spec->name = value[1];
+    spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_MUTEX) ? 1 : 0;
+    spec->timeout = NGX_CONF_UNSET_MSEC;
+
+    if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "timeout=", 8) == 0) {
+
+            s.len = value[i].len - 8;
+            s.data = value[i].data + 8;
+
+            spec->timeout = ngx_parse_time(&s, 0);
+            if (spec->timeout == (ngx_msec_t) NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid timeout \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+            && ngx_strncmp(value[i].data, "leases=", 7) == 0)
+        {
+            n = ngx_atoi(value[i].data + 7, value[i].len - 7);
+            if (n == NGX_ERROR || n < 1) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid number of leases \"%V\"",
+                                   &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            spec->leases = n;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->leases == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" must have \"leases\" parameter",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+
+    if (lmcf->used.data == NULL) {
+        lmcf->used = cmd->name;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * The path is kept as segments, each a complex value: a variable cannot
+ * then change how many levels the path has (its value is checked at run
+ * time), and the literal segments are checked here.
+ */
+
+static char *
+ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
+{
+    u_char                            *p, *last;
+    ngx_str_t                          seg;
+    const char                        *err;
+    ngx_uint_t                         n;
+    ngx_http_complex_value_t          *cv;
+    ngx_http_compile_complex_value_t   ccv;
+
+    p = spec->name.data;
+    last = p + spec->name.len;
+
+    if (spec->name.len < 2 || p[0] != '/') {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "lock path \"%V\" must be absolute and name a node "
+                           "below \"/\"", &spec->name);
+        return NGX_CONF_ERROR;
+    }
+
+    spec->segments = ngx_array_create(cf->pool, 4,
+                                      sizeof(ngx_http_complex_value_t));
+    if (spec->segments == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    for (n = 0; p < last; n++) {
+        seg.data = ++p;
+        p = ngx_strlchr(p, last, '/');
+        if (p == NULL) {
+            p = last;
+        }
+
+        seg.len = p - seg.data;
+
+        cv = ngx_array_push(spec->segments);
+        if (cv == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+
+        ccv.cf = cf;
+        ccv.value = &seg;
+        ccv.complex_value = cv;
+
+        if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+            return NGX_CONF_ERROR;
+        }
+
+        if (cv->lengths == NULL) {
+            err = ngx_http_zk_lock_check_segment(&seg, n == 0);
+
+            if (err) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid lock path \"%V\": segment %ui "
+                                   "is %s", &spec->name, n + 1, err);
+                return NGX_CONF_ERROR;
+            }
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * The rule for a path segment, from configuration or from variables: not
+ * empty, not "." or "..", no "/", no control characters, valid UTF-8
+ * without the code points ZooKeeper refuses; "zookeeper" is reserved at
+ * the top.
+ */
+
+const char *
+ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top)
+{
+    u_char    *p, *last;
+    uint32_t   u;
+
+    if (seg->len == 0) {
+        return "empty";
+    }
+
+    if ((seg->len == 1 && seg->data[0] == '.')
+        || (seg->len == 2 && seg->data[0] == '.' && seg->data[1] == '.'))
+    {
+        return "\".\" or \"..\"";
+    }
+
+    if (top && seg->len == 9 && ngx_strncmp(seg->data, "zookeeper", 9) == 0) {
+        return "reserved by ZooKeeper";
+    }
+
+    p = seg->data;
+    last = p + seg->len;
+
+    while (p < last) {
+
+        if (*p < 0x80) {
+            if (*p < 0x20 || *p == 0x7f) {
+                return "a control character";
+            }
+
+            if (*p == '/') {
+                return "a \"/\"";
+            }
+
+            p++;
+            continue;
+        }
+
+        u = ngx_utf8_decode(&p, last - p);
+
+        if (u > 0x10ffff) {
+            return "not valid UTF-8";
+        }
+
+        if (u <= 0x9f
+            || (u >= 0xd800 && u <= 0xf8ff)
+            || (u >= 0xfff0 && u <= 0xffff))
+        {
+            return "a character ZooKeeper refuses";
+        }
+    }
+
+    return NULL;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt           *h;
+    ngx_http_core_main_conf_t     *cmcf;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+
+    if (lmcf->used.data == NULL) {
+        return NGX_OK;
+    }
+
+    if (lmcf->hosts.data == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is used but \"zk_hosts\" is not set",
+                           &lmcf->used);
+        return NGX_ERROR;
+    }
+
+    lmcf->session = ngx_pcalloc(cf->pool, sizeof(ngx_http_zk_lock_session_t));
+    if (lmcf->session == NULL) {
+        return NGX_ERROR;
+    }
+
+    lmcf->session->hosts = lmcf->hosts;
+    lmcf->session->chroot = lmcf->chroot;
+    lmcf->session->timeout = lmcf->session_timeout;
+
+    /*
+     * After access checks (auth_basic, auth_request): a request that is
+     * refused never makes a ZooKeeper call.  Unlike the access phase, this
+     * one runs for subrequests too.
+     */
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_zk_lock_handler;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
+{
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    /* not in cache managers and loaders */
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_zk_lock_module);
+
+    if (lmcf == NULL || lmcf->session == NULL) {
+        return NGX_OK;
+    }
+
+    return ngx_http_zk_lock_session_init(cycle, lmcf->session);
+}
+
+
+static void
+ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_zk_lock_module);
+
+    if (lmcf == NULL || lmcf->session == NULL) {
+        return;
+    }
+
+    ngx_http_zk_lock_session_close(lmcf->session);
+}

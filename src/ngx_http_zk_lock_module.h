@@ -1,0 +1,59 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_MODULE_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_MODULE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+
+#define NGX_HTTP_ZK_LOCK_MUTEX        1
+#define NGX_HTTP_ZK_LOCK_SEMAPHORE    2
+
+/* a lock path, as evaluated for a request; ZooKeeper allows far longer */
+#define NGX_HTTP_ZK_LOCK_MAX_PATH     1024
+
+
+typedef struct ngx_http_zk_lock_session_s  ngx_http_zk_lock_session_t;
+
+
+/* one zk_mutex or zk_semaphore directive */
+typedef struct {
+    ngx_uint_t                    type;
+    ngx_str_t                     name;       /* the path as configured */
+    ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
+    ngx_uint_t                    leases;
+    ngx_msec_t                    timeout;
+} ngx_http_zk_lock_spec_t;
+
+
+typedef struct {
+    ngx_str_t                     hosts;      /* null-terminated */
+    ngx_str_t                     chroot;
+    ngx_msec_t                    session_timeout;
+    ngx_str_t                     used;       /* a lock directive, if any */
+    ngx_http_zk_lock_session_t   *session;
+} ngx_http_zk_lock_main_conf_t;
+
+
+typedef struct {
+    ngx_array_t                  *locks;      /* ngx_http_zk_lock_spec_t */
+    ngx_msec_t                    timeout;
+    ngx_uint_t                    status;
+    ngx_uint_t                    log_level;
+} ngx_http_zk_lock_loc_conf_t;
+
+
+const char *ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top);
+
+
+extern ngx_module_t  ngx_http_zk_lock_module;
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_MODULE_H_INCLUDED_ */

@@ -1,0 +1,1149 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_recipe.h"
+
+
+#define NGX_HTTP_ZK_LOCK_SEQ_LEN        10
+#define NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS   3
+
+/* lease counts told apart when choosing the nodes to watch */
+#define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
+
+/* "<path>/" + child name + '\0' */
+#define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
+
+
+typedef struct {
+    uint32_t                      seq;
+    u_char                       *name;
+} ngx_http_zk_lock_child_t;
+
+
+static ngx_http_zk_lock_t *ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s,
+    ngx_str_t *path);
+static ngx_http_zk_lock_t *ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s,
+    u_char *path, size_t len);
+static void ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc);
+static void ngx_http_zk_lock_node_tell(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_notify_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_create_done(int rc, const char *value,
+    const void *data);
+static void ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock,
+    u_char *path);
+static void ngx_http_zk_lock_parent_done(int rc, const char *value,
+    const void *data);
+static void ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_delete_done(int rc, const void *data);
+static void ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_children_done(int rc,
+    const struct String_vector *strings, const void *data);
+static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
+    const struct String_vector *strings);
+static ngx_int_t ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
+static ngx_int_t ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
+static void ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name);
+static void ngx_http_zk_lock_watch_done(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
+static uint32_t ngx_http_zk_lock_seq(u_char *name, size_t len);
+static int ngx_libc_cdecl ngx_http_zk_lock_child_cmp(const void *one,
+    const void *two);
+static u_char *ngx_http_zk_lock_child_path(u_char *buf,
+    ngx_http_zk_lock_t *lock, u_char *name);
+
+
+static const char  *ngx_http_zk_lock_state_name[] = {
+    "parked", "creating", "lost", "waiting", "held", "failed",
+    "deleting", "orphan"
+};
+
+
+ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_uint_t leases, ngx_http_zk_lock_notify_pt notify, void *data)
+{
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *node;
+
+    lock = ngx_http_zk_lock_get(s, path);
+    if (lock == NULL) {
+        return NULL;
+    }
+
+    /*
+     * A node outlives its request when a ZooKeeper reply is still to come,
+     * so it is not allocated from the request pool
+     */
+
+    node = ngx_calloc(sizeof(ngx_http_zk_lock_node_t), &s->log);
+    if (node == NULL) {
+        ngx_http_zk_lock_gc(lock);
+        return NULL;
+    }
+
+    node->lock = lock;
+    node->leases = leases;
+    node->notify = notify;
+    node->data = data;
+    node->notify_event.handler = ngx_http_zk_lock_notify_handler;
+    node->notify_event.data = node;
+    node->notify_event.log = &s->log;
+
+    ngx_http_zk_lock_session_uuid(s, node->uuid);
+
+    lock->refs++;
+    ngx_queue_insert_tail(&lock->nodes, &node->queue);
+
+    if (s->connected) {
+        ngx_http_zk_lock_create(node);
+
+    } else {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                       "zk lock: \"%s\" parked until connected", lock->path);
+    }
+
+    return node;
+}
+
+
+/*
+ * The owner is done with the node: delete the znode, now or as soon as
+ * ZooKeeper allows.  The owner hears nothing more.
+ */
+
+void
+ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
+{
+    ngx_http_zk_lock_t  *lock;
+
+    lock = node->lock;
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                   "zk lock: release \"%s/%s\" %s", lock->path, node->name,
+                   ngx_http_zk_lock_state_name[node->state]);
+
+    node->notify = NULL;
+    node->data = NULL;
+
+    if (node->notify_event.posted) {
+        ngx_delete_posted_event(&node->notify_event);
+    }
+
+    switch (node->state) {
+
+    case NGX_HTTP_ZK_LOCK_WAITING:
+        node->was_waiting = 1;
+        ngx_http_zk_lock_delete(node);
+        break;
+
+    case NGX_HTTP_ZK_LOCK_HELD:
+        ngx_http_zk_lock_delete(node);
+        break;
+
+    case NGX_HTTP_ZK_LOCK_LOST:
+        /* the next listing deletes it if the create went through */
+        ngx_http_zk_lock_relist(lock);
+        break;
+
+    case NGX_HTTP_ZK_LOCK_CREATING:
+        /* the create's completion deletes it */
+        break;
+
+    default: /* PARKED, FAILED */
+        node->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ngx_http_zk_lock_node_gc(node);
+        break;
+    }
+}
+
+
+void
+ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
+{
+    ngx_uint_t                relist;
+    ngx_queue_t              *q, *nq, *lq, *nlq;
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *node;
+
+    for (lq = ngx_queue_head(&s->all);
+         lq != ngx_queue_sentinel(&s->all);
+         lq = nlq)
+    {
+        nlq = ngx_queue_next(lq);
+        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+
+        /* the lock must survive the loop over its nodes */
+        lock->refs++;
+        relist = 0;
+
+        for (q = ngx_queue_head(&lock->nodes);
+             q != ngx_queue_sentinel(&lock->nodes);
+             q = nq)
+        {
+            nq = ngx_queue_next(q);
+            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+            switch (node->state) {
+
+            case NGX_HTTP_ZK_LOCK_PARKED:
+                ngx_http_zk_lock_create(node);
+                break;
+
+            case NGX_HTTP_ZK_LOCK_ORPHAN:
+                ngx_http_zk_lock_delete(node);
+                break;
+
+            case NGX_HTTP_ZK_LOCK_LOST:
+            case NGX_HTTP_ZK_LOCK_WAITING:
+            case NGX_HTTP_ZK_LOCK_HELD:
+                relist = 1;
+                break;
+
+            default:
+                break;
+            }
+        }
+
+        if (relist) {
+            ngx_http_zk_lock_relist(lock);
+        }
+
+        lock->refs--;
+        ngx_http_zk_lock_gc(lock);
+    }
+}
+
+
+/*
+ * Every ephemeral node of the expired session is gone.  Waiters fail (the
+ * owner answers them), holders are told that they lost the lock, and the
+ * parked ones wait for the next session.
+ */
+
+void
+ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
+{
+    ngx_queue_t              *q, *nq, *lq, *nlq;
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *node;
+
+    for (lq = ngx_queue_head(&s->all);
+         lq != ngx_queue_sentinel(&s->all);
+         lq = nlq)
+    {
+        nlq = ngx_queue_next(lq);
+        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+
+        lock->refs++;
+
+        for (q = ngx_queue_head(&lock->nodes);
+             q != ngx_queue_sentinel(&lock->nodes);
+             q = nq)
+        {
+            nq = ngx_queue_next(q);
+            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+            switch (node->state) {
+
+            case NGX_HTTP_ZK_LOCK_LOST:
+            case NGX_HTTP_ZK_LOCK_WAITING:
+            case NGX_HTTP_ZK_LOCK_HELD:
+            case NGX_HTTP_ZK_LOCK_ORPHAN:
+                ngx_http_zk_lock_node_fail(node, ZSESSIONEXPIRED);
+                break;
+
+            default:
+                break;
+            }
+        }
+
+        lock->refs--;
+        ngx_http_zk_lock_gc(lock);
+    }
+}
+
+
+void
+ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, const char *path)
+{
+    u_char              *p;
+    ngx_http_zk_lock_t  *lock;
+
+    /* a watch is set on a child; its parent is the lock */
+
+    p = (u_char *) strrchr((char *) path, '/');
+
+    if (p == NULL || p == (u_char *) path) {
+        return;
+    }
+
+    lock = ngx_http_zk_lock_find(s, (u_char *) path, p - (u_char *) path);
+
+    if (lock) {
+        ngx_http_zk_lock_relist(lock);
+    }
+}
+
+
+static ngx_http_zk_lock_t *
+ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
+{
+    ngx_http_zk_lock_t  *lock;
+
+    lock = ngx_http_zk_lock_find(s, path->data, path->len);
+    if (lock) {
+        return lock;
+    }
+
+    lock = ngx_alloc(offsetof(ngx_http_zk_lock_t, path) + path->len + 1,
+                     &s->log);
+    if (lock == NULL) {
+        return NULL;
+    }
+
+    ngx_memcpy(lock->path, path->data, path->len);
+    lock->path[path->len] = '\0';
+
+    lock->sn.str.data = lock->path;
+    lock->sn.str.len = path->len;
+    lock->sn.node.key = ngx_crc32_short(path->data, path->len);
+
+    lock->session = s;
+    lock->refs = 0;
+    lock->listing = 0;
+    lock->relist = 0;
+    ngx_queue_init(&lock->nodes);
+
+    ngx_rbtree_insert(&s->locks, &lock->sn.node);
+    ngx_queue_insert_tail(&s->all, &lock->queue);
+
+    return lock;
+}
+
+
+static ngx_http_zk_lock_t *
+ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s, u_char *path, size_t len)
+{
+    ngx_str_t        key;
+    ngx_str_node_t  *sn;
+
+    key.data = path;
+    key.len = len;
+
+    sn = ngx_str_rbtree_lookup(&s->locks, &key, ngx_crc32_short(path, len));
+
+    return (ngx_http_zk_lock_t *) sn;
+}
+
+
+static void
+ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock)
+{
+    if (lock->refs) {
+        return;
+    }
+
+    ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
+    ngx_queue_remove(&lock->queue);
+    ngx_free(lock);
+}
+
+
+/* frees a node its owner released, once ZooKeeper has nothing to say */
+
+static void
+ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node)
+{
+    ngx_http_zk_lock_t  *lock;
+
+    if (node->notify || node->pending
+        || node->state != NGX_HTTP_ZK_LOCK_FAILED)
+    {
+        return;
+    }
+
+    lock = node->lock;
+
+    ngx_queue_remove(&node->queue);
+    ngx_free(node);
+
+    lock->refs--;
+    ngx_http_zk_lock_gc(lock);
+}
+
+
+static void
+ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc)
+{
+    node->was_held = (node->state == NGX_HTTP_ZK_LOCK_HELD);
+    node->state = NGX_HTTP_ZK_LOCK_FAILED;
+    node->error = rc;
+
+    if (node->notify) {
+        ngx_http_zk_lock_node_tell(node);
+
+    } else {
+        ngx_http_zk_lock_node_gc(node);
+    }
+}
+
+
+/*
+ * The owner is told from a posted event, never from inside a completion:
+ * completions can run while the owner itself is calling in.
+ */
+
+static void
+ngx_http_zk_lock_node_tell(ngx_http_zk_lock_node_t *node)
+{
+    if (!node->notify_event.posted) {
+        ngx_post_event(&node->notify_event, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_notify_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_node_t  *node;
+
+    node = ev->data;
+
+    if (node->notify) {
+        node->notify(node);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
+{
+    int                          rc;
+    u_char                      *p;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    lock = node->lock;
+    s = lock->session;
+
+    p = ngx_sprintf(buf, "%s/_c_%*s-lock-", lock->path,
+                    (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid);
+    *p = '\0';
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: create \"%s\"", buf);
+
+    node->attempts++;
+    node->generation = s->generation;
+
+    rc = zoo_acreate(s->zh, (char *) buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+                     ZOO_EPHEMERAL_SEQUENTIAL, ngx_http_zk_lock_create_done,
+                     node);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_acreate(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        ngx_http_zk_lock_node_fail(node, rc);
+        return;
+    }
+
+    node->state = NGX_HTTP_ZK_LOCK_CREATING;
+    node->pending++;
+
+    ngx_http_zk_lock_session_post_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
+{
+    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+
+    size_t                       len;
+    u_char                      *name;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_session_t  *s;
+
+    lock = node->lock;
+    s = lock->session;
+
+    node->pending--;
+
+    if (s->exiting) {
+        return;
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: created \"%s\" rc:%d %s",
+                   value ? value : "", rc, zerror(rc));
+
+    switch (rc) {
+
+    case ZOK:
+        name = (u_char *) strrchr(value, '/');
+        name = name ? name + 1 : (u_char *) value;
+        len = ngx_strlen(name);
+
+        if (len >= sizeof(node->name)) {
+            ngx_log_error(NGX_LOG_ALERT, &s->log, 0,
+                          "unexpected zookeeper node name \"%s\"", value);
+            ngx_http_zk_lock_node_fail(node, ZAPIERROR);
+            return;
+        }
+
+        ngx_memcpy(node->name, name, len + 1);
+        node->name_len = len;
+        node->seq = ngx_http_zk_lock_seq(name, len);
+        node->state = NGX_HTTP_ZK_LOCK_WAITING;
+
+        if (node->notify == NULL) {
+            /* released while the create was on its way */
+            ngx_http_zk_lock_delete(node);
+            return;
+        }
+
+        ngx_http_zk_lock_relist(lock);
+        return;
+
+    case ZNONODE:
+
+        if (node->notify && node->attempts < NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS) {
+
+            /*
+             * ZooKeeper runs a session's requests in order: the parents
+             * exist by the time the create is retried
+             */
+
+            ngx_http_zk_lock_create_parents(lock);
+            ngx_http_zk_lock_create(node);
+            return;
+        }
+
+        break;
+
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+
+        /*
+         * The node may or may not exist: the listing after reconnecting
+         * looks for its uuid (Curator's "protection")
+         */
+
+        node->state = NGX_HTTP_ZK_LOCK_LOST;
+        return;
+
+    default:
+        break;
+    }
+
+    if (node->notify) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zookeeper create in \"%s\" failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+    }
+
+    ngx_http_zk_lock_node_fail(node, rc);
+}
+
+
+/*
+ * Like Curator's creatingParentContainersIfNeeded(): container nodes,
+ * which the server removes once they are empty.
+ */
+
+static void
+ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock)
+{
+    u_char  *p;
+    u_char   buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    /* with a chroot, "/" is the chroot itself, which may be missing too */
+
+    if (lock->session->chroot.len) {
+        ngx_http_zk_lock_create_parent(lock, (u_char *) "/");
+    }
+
+    (void) ngx_cpymem(buf, lock->path, lock->sn.str.len + 1);
+
+    for (p = buf; /* void */ ; *p = '/') {
+        p = (u_char *) ngx_strchr(p + 1, '/');
+
+        if (p == NULL) {
+            ngx_http_zk_lock_create_parent(lock, buf);
+            break;
+        }
+
+        *p = '\0';
+        ngx_http_zk_lock_create_parent(lock, buf);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = lock->session;
+
+    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+                     ZOO_CONTAINER, ngx_http_zk_lock_parent_done, lock);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_acreate(\"%s\") failed (%d: %s)",
+                      path, rc, zerror(rc));
+        return;
+    }
+
+    lock->refs++;
+}
+
+
+static void
+ngx_http_zk_lock_parent_done(int rc, const char *value, const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    lock->refs--;
+
+    if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting) {
+        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+                      "zookeeper create of a parent of \"%s\" failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+    }
+
+    ngx_http_zk_lock_gc(lock);
+}
+
+
+static void
+ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
+{
+    int                          rc;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    lock = node->lock;
+    s = lock->session;
+
+    if (node->generation != s->generation || s->zh == NULL) {
+        /* the znode went with its session */
+        node->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ngx_http_zk_lock_node_gc(node);
+        return;
+    }
+
+    if (!s->connected) {
+        node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
+        return;
+    }
+
+    (void) ngx_http_zk_lock_child_path(buf, lock, node->name);
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: delete \"%s\"", buf);
+
+    rc = zoo_adelete(s->zh, (char *) buf, -1, ngx_http_zk_lock_delete_done,
+                     node);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_adelete(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
+        return;
+    }
+
+    node->state = NGX_HTTP_ZK_LOCK_DELETING;
+    node->pending++;
+
+    ngx_http_zk_lock_session_post_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_delete_done(int rc, const void *data)
+{
+    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+
+    ngx_queue_t              *q;
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *other;
+
+    lock = node->lock;
+
+    node->pending--;
+
+    if (lock->session->exiting) {
+        return;
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                   "zk lock: deleted \"%s/%s\" rc:%d",
+                   lock->path, node->name, rc);
+
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+        /* Curator's guaranteed delete: again once reconnected */
+        node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
+        return;
+    }
+
+    if (rc != ZOK && rc != ZNONODE && rc != ZSESSIONEXPIRED
+        && rc != ZCLOSING)
+    {
+        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+                      "zookeeper delete of \"%s/%s\" failed (%d: %s)",
+                      lock->path, node->name, rc, zerror(rc));
+    }
+
+    /*
+     * A waiter that leaves may have been this worker's first waiter,
+     * the one whose predecessors are watched: look again for the next one
+     */
+
+    if (node->was_waiting) {
+        for (q = ngx_queue_head(&lock->nodes);
+             q != ngx_queue_sentinel(&lock->nodes);
+             q = ngx_queue_next(q))
+        {
+            other = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+            if (other->state == NGX_HTTP_ZK_LOCK_WAITING && other->notify) {
+                ngx_http_zk_lock_relist(lock);
+                break;
+            }
+        }
+    }
+
+    node->state = NGX_HTTP_ZK_LOCK_FAILED;
+    ngx_http_zk_lock_node_gc(node);
+}
+
+
+static void
+ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = lock->session;
+
+    if (!s->connected) {
+        /* done when the session connects again */
+        return;
+    }
+
+    if (lock->listing) {
+        lock->relist = 1;
+        return;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: list \"%s\"", lock->path);
+
+    rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
+                           ngx_http_zk_lock_children_done, lock);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_aget_children(\"%s\") failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+        return;
+    }
+
+    lock->listing = 1;
+    lock->refs++;
+
+    ngx_http_zk_lock_session_post_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
+    const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    static struct String_vector  none;
+
+    lock->listing = 0;
+
+    if (lock->session->exiting) {
+        return;
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                   "zk lock: listed \"%s\" rc:%d n:%d", lock->path, rc,
+                   (rc == ZOK && strings) ? strings->count : 0);
+
+    if (lock->relist) {
+        /* something changed since the list was asked for */
+        lock->relist = 0;
+        ngx_http_zk_lock_relist(lock);
+
+    } else if (rc == ZOK) {
+        ngx_http_zk_lock_evaluate(lock, strings ? strings : &none);
+
+    } else if (rc == ZNONODE) {
+        ngx_http_zk_lock_evaluate(lock, &none);
+
+    } else if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT
+               && rc != ZSESSIONEXPIRED && rc != ZCLOSING)
+    {
+        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+                      "zookeeper list of \"%s\" failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+    }
+
+    /* the reference of the listing kept the lock through the evaluation */
+
+    lock->refs--;
+    ngx_http_zk_lock_gc(lock);
+}
+
+
+/*
+ * The heart of the recipe.  Every participant of this worker finds its
+ * index among the children sorted by sequence number: below its lease count
+ * it holds the lock.  For the waiters, the worker watches the "leases" nodes
+ * just ahead of its first waiter: only the deletion of one of those can make
+ * any of its waiters a holder (deletions further ahead leave that window as
+ * it is, deletions behind do not matter), so no lease stays idle, and no
+ * waiter watches the whole list.  With one lease this is Curator's "watch
+ * the predecessor".
+ */
+
+static void
+ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
+    const struct String_vector *strings)
+{
+    ngx_int_t                 i, j, k;
+    ngx_uint_t                n, kinds, leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+    ngx_int_t                 first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+    ngx_queue_t              *q, *nq;
+    ngx_http_zk_lock_node_t  *node;
+    ngx_http_zk_lock_child_t *children;
+
+    n = strings->count;
+    children = NULL;
+
+    if (n) {
+        children = ngx_alloc(n * sizeof(ngx_http_zk_lock_child_t),
+                             &lock->session->log);
+        if (children == NULL) {
+            return;
+        }
+
+        for (i = 0; i < (ngx_int_t) n; i++) {
+            children[i].name = (u_char *) strings->data[i];
+            children[i].seq = ngx_http_zk_lock_seq(children[i].name,
+                                              ngx_strlen(children[i].name));
+        }
+
+        ngx_qsort(children, n, sizeof(ngx_http_zk_lock_child_t),
+                  ngx_http_zk_lock_child_cmp);
+    }
+
+    kinds = 0;
+
+    for (q = ngx_queue_head(&lock->nodes);
+         q != ngx_queue_sentinel(&lock->nodes);
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+        if (node->state == NGX_HTTP_ZK_LOCK_LOST) {
+            if (ngx_http_zk_lock_adopt(node, children, n) != NGX_OK) {
+                continue;
+            }
+        }
+
+        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
+            && node->state != NGX_HTTP_ZK_LOCK_HELD)
+        {
+            continue;
+        }
+
+        i = ngx_http_zk_lock_index(node, children, n);
+
+        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                       "zk lock: \"%s/%s\" index:%i leases:%ui",
+                       lock->path, node->name, i, node->leases);
+
+        if (i == NGX_ERROR) {
+
+            if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+                ngx_log_error(NGX_LOG_WARN, &lock->session->log, 0,
+                              "zookeeper node \"%s/%s\" vanished: "
+                              "lock lost", lock->path, node->name);
+            }
+
+            ngx_http_zk_lock_node_fail(node, ZNONODE);
+            continue;
+        }
+
+        if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+            continue;
+        }
+
+        if (i < (ngx_int_t) node->leases) {
+            node->state = NGX_HTTP_ZK_LOCK_HELD;
+            ngx_http_zk_lock_node_tell(node);
+            continue;
+        }
+
+        /* the first waiter of each lease count */
+
+        for (j = 0; j < (ngx_int_t) kinds; j++) {
+            if (leases[j] == node->leases) {
+                break;
+            }
+        }
+
+        if (j == (ngx_int_t) kinds) {
+            if (kinds == NGX_HTTP_ZK_LOCK_MAX_KINDS) {
+                /* not worth a bigger table: watch for this one as well */
+                j = kinds - 1;
+            } else {
+                kinds++;
+            }
+
+            leases[j] = node->leases;
+            first[j] = i;
+
+        } else if (i < first[j]) {
+            first[j] = i;
+        }
+    }
+
+    for (j = 0; j < (ngx_int_t) kinds; j++) {
+        for (k = first[j] - (ngx_int_t) leases[j]; k < first[j]; k++) {
+            ngx_http_zk_lock_watch(lock, children[k].name);
+        }
+    }
+
+    if (children) {
+        ngx_free(children);
+    }
+}
+
+
+/* a node whose create reply was lost is found by its uuid, or made again */
+
+static ngx_int_t
+ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+{
+    size_t       len;
+    ngx_uint_t   i;
+    u_char       prefix[sizeof("_c_-") + NGX_HTTP_ZK_LOCK_UUID_LEN];
+
+    (void) ngx_sprintf(prefix, "_c_%*s-",
+                       (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid);
+
+    for (i = 0; i < n; i++) {
+        if (ngx_strncmp(children[i].name, prefix, sizeof(prefix) - 1) == 0) {
+            break;
+        }
+    }
+
+    if (i == n) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &node->lock->session->log, 0,
+                       "zk lock: lost create in \"%s\" did not happen",
+                       node->lock->path);
+
+        if (node->notify) {
+            node->attempts = 0;
+            ngx_http_zk_lock_create(node);
+
+        } else {
+            node->state = NGX_HTTP_ZK_LOCK_FAILED;
+            ngx_http_zk_lock_node_gc(node);
+        }
+
+        return NGX_DECLINED;
+    }
+
+    len = ngx_strlen(children[i].name);
+
+    if (len >= sizeof(node->name)) {
+        return NGX_DECLINED;
+    }
+
+    ngx_memcpy(node->name, children[i].name, len + 1);
+    node->name_len = len;
+    node->seq = children[i].seq;
+    node->state = NGX_HTTP_ZK_LOCK_WAITING;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, &node->lock->session->log, 0,
+                   "zk lock: found lost node \"%s/%s\"",
+                   node->lock->path, node->name);
+
+    if (node->notify == NULL) {
+        ngx_http_zk_lock_delete(node);
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+{
+    ngx_uint_t  lo, hi, mid;
+
+    lo = 0;
+    hi = n;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+
+        if (children[mid].seq < node->seq) {
+            lo = mid + 1;
+
+        } else {
+            hi = mid;
+        }
+    }
+
+    /* foreign nodes without a sequence number may share one */
+
+    for ( /* void */ ; lo < n && children[lo].seq == node->seq; lo++) {
+        if (ngx_strcmp(children[lo].name, node->name) == 0) {
+            return lo;
+        }
+    }
+
+    return NGX_ERROR;
+}
+
+
+static void
+ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    s = lock->session;
+
+    if (ngx_http_zk_lock_child_path(buf, lock, name) == NULL) {
+        return;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: watch \"%s\"", buf);
+
+    /*
+     * getData, as Curator does, rather than exists: no watch is left on a
+     * node that is already gone.  Watches on the same node are one watch.
+     */
+
+    rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
+                   ngx_http_zk_lock_watch_done, lock);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_awget(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        return;
+    }
+
+    lock->refs++;
+
+    ngx_http_zk_lock_session_post_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_watch_done(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    lock->refs--;
+
+    if (!lock->session->exiting) {
+
+        if (rc == ZNONODE) {
+            /* gone between the listing and the watch */
+            ngx_http_zk_lock_relist(lock);
+        }
+
+        ngx_http_zk_lock_gc(lock);
+    }
+}
+
+
+/* children are ordered by the sequence number alone, as in Curator */
+
+static uint32_t
+ngx_http_zk_lock_seq(u_char *name, size_t len)
+{
+    ngx_int_t  seq;
+
+    if (len < NGX_HTTP_ZK_LOCK_SEQ_LEN) {
+        return NGX_MAX_UINT32_VALUE;
+    }
+
+    seq = ngx_atoi(name + len - NGX_HTTP_ZK_LOCK_SEQ_LEN,
+                   NGX_HTTP_ZK_LOCK_SEQ_LEN);
+
+    if (seq == NGX_ERROR || seq > NGX_MAX_INT32_VALUE) {
+        return NGX_MAX_UINT32_VALUE;
+    }
+
+    return (uint32_t) seq;
+}
+
+
+static int ngx_libc_cdecl
+ngx_http_zk_lock_child_cmp(const void *one, const void *two)
+{
+    const ngx_http_zk_lock_child_t  *a = one;
+    const ngx_http_zk_lock_child_t  *b = two;
+
+    if (a->seq != b->seq) {
+        return a->seq < b->seq ? -1 : 1;
+    }
+
+    return ngx_strcmp(a->name, b->name);
+}
+
+
+static u_char *
+ngx_http_zk_lock_child_path(u_char *buf, ngx_http_zk_lock_t *lock,
+    u_char *name)
+{
+    u_char  *p;
+
+    if (lock->sn.str.len + ngx_strlen(name) + 2 > NGX_HTTP_ZK_LOCK_BUF_LEN) {
+        return NULL;
+    }
+
+    p = ngx_sprintf(buf, "%s/%s", lock->path, name);
+    *p = '\0';
+
+    return buf;
+}

@@ -1,0 +1,96 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_session.h"
+
+
+/*
+ * Curator's mutex and fair semaphore (InterProcessMutex,
+ * InterProcessSemaphore): an EPHEMERAL_SEQUENTIAL child
+ * "_c_<uuid>-lock-<seq>" per participant; a participant holds a lease while
+ * fewer than "leases" children come before it.
+ */
+
+
+typedef struct ngx_http_zk_lock_s       ngx_http_zk_lock_t;
+typedef struct ngx_http_zk_lock_node_s  ngx_http_zk_lock_node_t;
+
+typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
+
+
+typedef enum {
+    NGX_HTTP_ZK_LOCK_PARKED = 0,    /* waits for a connected session */
+    NGX_HTTP_ZK_LOCK_CREATING,      /* create sent */
+    NGX_HTTP_ZK_LOCK_LOST,          /* create reply lost: find it by uuid */
+    NGX_HTTP_ZK_LOCK_WAITING,       /* queued behind others */
+    NGX_HTTP_ZK_LOCK_HELD,
+    NGX_HTTP_ZK_LOCK_FAILED,        /* see "error" */
+    NGX_HTTP_ZK_LOCK_DELETING,      /* released, delete sent */
+    NGX_HTTP_ZK_LOCK_ORPHAN         /* released, delete to retry */
+} ngx_http_zk_lock_state_e;
+
+
+/* one participant: a request's place in one lock */
+
+struct ngx_http_zk_lock_node_s {
+    ngx_queue_t                   queue;      /* in lock->nodes */
+    ngx_http_zk_lock_t           *lock;
+    ngx_http_zk_lock_state_e      state;
+    ngx_uint_t                    leases;
+    ngx_uint_t                    generation; /* session of the znode */
+    ngx_uint_t                    pending;    /* completions to come */
+    ngx_uint_t                    attempts;   /* creates tried */
+    uint32_t                      seq;
+    int                           error;      /* ZooKeeper error, if FAILED */
+
+    /* the owner, told of HELD and FAILED; NULL once released */
+    ngx_http_zk_lock_notify_pt    notify;
+    void                         *data;
+    ngx_event_t                   notify_event;
+
+    unsigned                      was_held:1;
+    unsigned                      was_waiting:1;
+
+    u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
+    size_t                        name_len;
+    u_char                        name[64];   /* child name, null-terminated */
+};
+
+
+/* one lock path with participants in this worker */
+
+struct ngx_http_zk_lock_s {
+    ngx_str_node_t                sn;         /* key: the path */
+    ngx_queue_t                   queue;      /* in session->all */
+    ngx_queue_t                   nodes;
+    ngx_http_zk_lock_session_t   *session;
+    ngx_uint_t                    refs;       /* nodes and completions */
+    unsigned                      listing:1;
+    unsigned                      relist:1;
+    u_char                        path[1];
+};
+
+
+ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
+    ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_http_zk_lock_notify_pt notify, void *data);
+void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
+
+void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s,
+    const char *path);
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */

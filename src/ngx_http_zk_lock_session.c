@@ -1,0 +1,641 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <sys/ioctl.h>
+
+#include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_recipe.h"
+
+
+/* responses handled per read event before yielding to other events */
+#define NGX_HTTP_ZK_LOCK_READ_BATCH  64
+
+
+static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s,
+    int fd);
+static void ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on,
+    ngx_int_t event);
+static void ngx_http_zk_lock_session_read_handler(ngx_event_t *rev);
+static void ngx_http_zk_lock_session_write_handler(ngx_event_t *wev);
+static void ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s,
+    int events);
+static void ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s,
+    int state);
+static void ngx_http_zk_lock_session_zlog(const char *message);
+static u_char *ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf,
+    size_t len);
+
+
+/*
+ * The client's log callback has no context argument; a worker has exactly
+ * one session, so its log is kept here.
+ */
+static ngx_log_t  *ngx_http_zk_lock_session_log;
+
+
+ngx_int_t
+ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
+    ngx_http_zk_lock_session_t *s)
+{
+    ssize_t   n;
+    ngx_fd_t  fd;
+
+    s->log = *cycle->log;
+    s->log.handler = ngx_http_zk_lock_session_log_error;
+    s->log.data = s;
+    s->log.action = "talking to zookeeper";
+    ngx_http_zk_lock_session_log = &s->log;
+
+    ngx_rbtree_init(&s->locks, &s->sentinel, ngx_str_rbtree_insert_value);
+    ngx_queue_init(&s->all);
+
+    s->timer.handler = ngx_http_zk_lock_session_timer_handler;
+    s->timer.data = s;
+    s->timer.log = &s->log;
+    s->timer.cancelable = 1;
+
+    s->update.handler = ngx_http_zk_lock_session_timer_handler;
+    s->update.data = s;
+    s->update.log = &s->log;
+    s->update.cancelable = 1;
+
+    s->renew.handler = ngx_http_zk_lock_session_renew_handler;
+    s->renew.data = s;
+    s->renew.log = &s->log;
+    s->renew.cancelable = 1;
+
+    /*
+     * Node names carry a UUID so that a node whose create reply was lost
+     * can be found again; workers across the fleet must never draw the
+     * same ones, hence a key from the kernel rather than from ngx_random()
+     */
+
+    fd = ngx_open_file("/dev/urandom", NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, ngx_errno,
+                      ngx_open_file_n " \"/dev/urandom\" failed");
+        return NGX_ERROR;
+    }
+
+    n = read(fd, s->uuid_key, sizeof(s->uuid_key));
+
+    if (n != (ssize_t) sizeof(s->uuid_key)) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, ngx_errno,
+                      "read(\"/dev/urandom\") failed");
+        (void) ngx_close_file(fd);
+        return NGX_ERROR;
+    }
+
+    (void) ngx_close_file(fd);
+
+    /* the client's informational lines are many: only with debug logging */
+
+    zoo_set_debug_level(cycle->log->log_level >= NGX_LOG_DEBUG
+                        ? ZOO_LOG_LEVEL_INFO : ZOO_LOG_LEVEL_WARN);
+
+    if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
+        ngx_add_timer(&s->renew, s->timeout);
+    }
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
+{
+    s->exiting = 1;
+
+    if (s->conn) {
+        ngx_http_zk_lock_session_unwrap(s);
+    }
+
+    if (s->zh == NULL) {
+        return;
+    }
+
+    /*
+     * Closing the session tells the server to drop this worker's ephemeral
+     * nodes at once, instead of after the session timeout.  The call waits
+     * for the server's answer, bounded by the client (a few seconds at
+     * most), which only a worker that exits can afford.
+     */
+
+    ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                  "closing zookeeper session 0x%xL",
+                  (int64_t) zoo_client_id(s->zh)->client_id);
+
+    (void) zookeeper_close(s->zh);
+    s->zh = NULL;
+}
+
+
+void
+ngx_http_zk_lock_session_post_update(ngx_http_zk_lock_session_t *s)
+{
+    /*
+     * The client tries to send every request when it is made; this makes
+     * sure that what it could not send goes out with the next write event,
+     * once per event loop iteration however many requests were made.
+     */
+
+    if (!s->update.posted) {
+        ngx_post_event(&s->update, &ngx_posted_events);
+    }
+}
+
+
+void
+ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s, u_char *buf)
+{
+    uint64_t  hi, lo;
+
+    /* a random per-worker key and a counter, in the form of a version 4 */
+
+    hi = s->uuid_key[0];
+    lo = s->uuid_key[1] ^ (++s->uuid_seq * 0x9e3779b97f4a7c15ULL);
+
+    hi = (hi & ~0xf000ULL) | 0x4000ULL;
+    lo = (lo & ~(3ULL << 62)) | (2ULL << 62);
+
+    ngx_sprintf(buf, "%08xD-%04xD-%04xD-%04xD-%012xL",
+                (uint32_t) (hi >> 32), (uint32_t) (hi >> 16) & 0xffff,
+                (uint32_t) hi & 0xffff, (uint32_t) (lo >> 48),
+                lo & 0xffffffffffffULL);
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
+{
+    s->zh = zookeeper_init2((char *) s->hosts.data,
+                            ngx_http_zk_lock_session_watcher,
+                            (int) s->timeout, NULL, s, 0,
+                            ngx_http_zk_lock_session_zlog);
+
+    if (s->zh == NULL) {
+        ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
+                      "zookeeper_init() failed");
+        return NGX_ERROR;
+    }
+
+    /*
+     * By default the client resolves the host names again on every call
+     * to zookeeper_interest(); only do it when it has to reconnect
+     */
+
+    (void) zoo_set_servers_resolution_delay(s->zh, -1);
+
+    s->generation++;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: session start, generation %ui, timeout %M",
+                   s->generation, s->timeout);
+
+    ngx_http_zk_lock_session_update(s);
+
+    return NGX_OK;
+}
+
+
+/*
+ * Asks the client what it waits for (socket, read/write, a deadline) and
+ * makes nginx wait for the same.  Called after everything that may have
+ * changed the client's state.
+ */
+
+static void
+ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
+{
+    int             fd, interest, rc;
+    ngx_msec_t      timer;
+    struct timeval  tv;
+
+    if (s->zh == NULL || s->exiting) {
+        return;
+    }
+
+    rc = zookeeper_interest(s->zh, &fd, &interest, &tv);
+
+    if (is_unrecoverable(s->zh)) {
+
+        /* the socket is already closed; the watcher posted the renewal */
+
+        if (s->conn) {
+            ngx_http_zk_lock_session_unwrap(s);
+        }
+
+        return;
+    }
+
+    if (rc != ZOK) {
+        /* the client has dropped the connection; it reconnects by itself */
+        ngx_log_debug1(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                       "zk lock: zookeeper_interest() rc:%d", rc);
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: interest fd:%d i:%d tv:%l", fd, interest,
+                   (long) (tv.tv_sec * 1000 + tv.tv_usec / 1000));
+
+    if (ngx_http_zk_lock_session_wrap(s, fd) != NGX_OK) {
+        interest = 0;
+        tv.tv_sec = 1;
+        tv.tv_usec = 0;
+    }
+
+    if (s->conn) {
+        if (ngx_http_zk_lock_session_arm(s->conn->read,
+                                         interest & ZOOKEEPER_READ,
+                                         NGX_READ_EVENT)
+            != NGX_OK
+            || ngx_http_zk_lock_session_arm(s->conn->write,
+                                            interest & ZOOKEEPER_WRITE,
+                                            NGX_WRITE_EVENT)
+               != NGX_OK)
+        {
+            ngx_http_zk_lock_session_unwrap(s);
+        }
+    }
+
+    timer = (ngx_msec_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
+
+    ngx_add_timer(&s->timer, timer);
+}
+
+
+/*
+ * The client opens a new socket for every connection attempt and closes it
+ * itself on errors; by the time it hands back a descriptor, the one nginx
+ * watched may be closed, and its number may even have been reused for the
+ * new socket.  The socket's inode tells them apart.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
+{
+    struct stat        st;
+    ngx_connection_t  *c;
+
+    if (fd != -1 && fstat(fd, &st) == -1) {
+        ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
+                      "fstat(%d) failed", fd);
+        return NGX_ERROR;
+    }
+
+    c = s->conn;
+
+    if (c) {
+        if (fd != -1 && c->fd == fd
+            && st.st_dev == s->dev && st.st_ino == s->ino)
+        {
+            return NGX_OK;
+        }
+
+        ngx_http_zk_lock_session_unwrap(s);
+    }
+
+    if (fd == -1) {
+        return NGX_OK;
+    }
+
+    c = ngx_get_connection(fd, &s->log);
+    if (c == NULL) {
+        return NGX_ERROR;
+    }
+
+    c->data = s;
+    c->log = &s->log;
+    c->read->log = &s->log;
+    c->write->log = &s->log;
+    c->read->handler = ngx_http_zk_lock_session_read_handler;
+    c->write->handler = ngx_http_zk_lock_session_write_handler;
+
+    s->conn = c;
+    s->dev = st.st_dev;
+    s->ino = st.st_ino;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: watching socket %d", fd);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s)
+{
+    ngx_connection_t  *c;
+
+    c = s->conn;
+    s->conn = NULL;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: dropping socket %d", c->fd);
+
+    /*
+     * The client owns the socket and closes it itself, which removes it
+     * from epoll; NGX_CLOSE_EVENT only updates nginx's bookkeeping
+     */
+
+    if (c->read->active) {
+        (void) ngx_del_event(c->read, NGX_READ_EVENT, NGX_CLOSE_EVENT);
+    }
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, NGX_CLOSE_EVENT);
+    }
+
+    if (c->read->posted) {
+        ngx_delete_posted_event(c->read);
+    }
+
+    if (c->write->posted) {
+        ngx_delete_posted_event(c->write);
+    }
+
+    ngx_free_connection(c);
+    c->fd = (ngx_socket_t) -1;
+}
+
+
+/*
+ * Level-triggered: the client reads one response per zookeeper_process()
+ * call, so data may be left in the socket after a read event.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on, ngx_int_t event)
+{
+    if (on && !ev->active) {
+        return ngx_add_event(ev, event, NGX_LEVEL_EVENT);
+    }
+
+    if (!on && ev->active) {
+        return ngx_del_event(ev, event, 0);
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_zk_lock_session_read_handler(ngx_event_t *rev)
+{
+    int                          n;
+    ngx_uint_t                   i;
+    ngx_connection_t            *c;
+    ngx_http_zk_lock_session_t  *s;
+
+    c = rev->data;
+    s = c->data;
+
+    for (i = 0; i < NGX_HTTP_ZK_LOCK_READ_BATCH; i++) {
+
+        ngx_http_zk_lock_session_process(s, ZOOKEEPER_READ);
+
+        if (s->conn != c || s->zh == NULL) {
+            break;
+        }
+
+        if (ioctl(c->fd, FIONREAD, &n) == -1 || n == 0) {
+            break;
+        }
+    }
+
+    ngx_http_zk_lock_session_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_session_write_handler(ngx_event_t *wev)
+{
+    ngx_connection_t            *c;
+    ngx_http_zk_lock_session_t  *s;
+
+    c = wev->data;
+    s = c->data;
+
+    ngx_http_zk_lock_session_process(s, ZOOKEEPER_WRITE);
+    ngx_http_zk_lock_session_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s, int events)
+{
+    int  rc;
+
+    if (s->zh == NULL) {
+        return;
+    }
+
+    /* completions and watches run from here */
+
+    rc = zookeeper_process(s->zh, events);
+
+    if (rc != ZOK && rc != ZNOTHING) {
+        ngx_log_debug1(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                       "zk lock: zookeeper_process() rc:%d", rc);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_session_update(ev->data);
+}
+
+
+static void
+ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_session_t  *s;
+
+    s = ev->data;
+
+    if (s->exiting) {
+        return;
+    }
+
+    if (s->conn) {
+        ngx_http_zk_lock_session_unwrap(s);
+    }
+
+    if (s->timer.timer_set) {
+        ngx_del_timer(&s->timer);
+    }
+
+    if (s->zh) {
+        /* not connected: this does not wait for the server */
+        (void) zookeeper_close(s->zh);
+        s->zh = NULL;
+    }
+
+    if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
+        ngx_add_timer(&s->renew, s->timeout);
+    }
+}
+
+
+/* the session's watcher, and the watcher of every node watch */
+
+void
+ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
+    const char *path, void *ctx)
+{
+    ngx_http_zk_lock_session_t  *s = ctx;
+
+    if (s->exiting || zh != s->zh) {
+        return;
+    }
+
+    if (type == ZOO_SESSION_EVENT) {
+        ngx_http_zk_lock_session_state(s, state);
+        return;
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: watch event %d on \"%s\"", type, path);
+
+    if (path && path[0] == '/') {
+        ngx_http_zk_lock_recipe_watch(s, path);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
+{
+    const char  *server;
+
+    if (state == ZOO_CONNECTED_STATE) {
+
+        if (s->connected) {
+            return;
+        }
+
+        s->connected = 1;
+        server = zoo_get_current_server(s->zh);
+
+        ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                      "zookeeper session 0x%xL connected to %s",
+                      (int64_t) zoo_client_id(s->zh)->client_id,
+                      server ? server : "?");
+
+        ngx_http_zk_lock_recipe_connected(s);
+        return;
+    }
+
+    if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+
+        if (s->connected) {
+            s->connected = 0;
+            s->reconnects++;
+
+            ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+                          "zookeeper connection lost, reconnecting");
+        }
+
+        return;
+    }
+
+    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+        s->connected = 0;
+
+        ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+                      "zookeeper session 0x%xL %s, starting a new one",
+                      (int64_t) zoo_client_id(s->zh)->client_id,
+                      state == ZOO_EXPIRED_SESSION_STATE
+                      ? "expired" : "failed authentication");
+
+        ngx_http_zk_lock_recipe_expired(s);
+
+        /* the handle cannot be closed from inside zookeeper_process() */
+
+        if (!s->renew.posted) {
+            ngx_post_event(&s->renew, &ngx_posted_events);
+        }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_session_zlog(const char *message)
+{
+    size_t       len;
+    ngx_uint_t   level;
+    const char  *p;
+
+    if (ngx_http_zk_lock_session_log == NULL) {
+        return;
+    }
+
+    /* "<time>:<pid>(<tid>):ZOO_<LEVEL>@<function>@<line>: <text>" */
+
+    level = NGX_LOG_INFO;
+
+    p = ngx_strstr(message, ":ZOO_");
+
+    if (p) {
+        p += sizeof(":ZOO_") - 1;
+
+        if (ngx_strncmp(p, "ERROR", 5) == 0) {
+            level = NGX_LOG_ERR;
+
+        } else if (ngx_strncmp(p, "WARN", 4) == 0) {
+            level = NGX_LOG_WARN;
+
+        } else if (ngx_strncmp(p, "DEBUG", 5) == 0) {
+            level = NGX_LOG_DEBUG;
+        }
+
+        p = ngx_strstr(p, ": ");
+        if (p) {
+            message = p + 2;
+        }
+    }
+
+    len = ngx_strlen(message);
+
+    while (len && (message[len - 1] == '\n' || message[len - 1] == '\r')) {
+        len--;
+    }
+
+    ngx_log_error(level, ngx_http_zk_lock_session_log, 0,
+                  "zookeeper client: %*s", len, message);
+}
+
+
+static u_char *
+ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
+{
+    u_char                      *p;
+    ngx_http_zk_lock_session_t  *s;
+
+    p = buf;
+
+    if (log->action) {
+        p = ngx_snprintf(buf, len, " while %s", log->action);
+        len -= p - buf;
+        buf = p;
+    }
+
+    s = log->data;
+
+    p = ngx_snprintf(buf, len, ", zookeeper: %V", &s->hosts);
+
+    return p;
+}

@@ -1,0 +1,68 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <zookeeper/zookeeper.h>
+
+#include "ngx_http_zk_lock_module.h"
+
+
+/*
+ * The ZooKeeper session of one worker process, shared by all its requests.
+ * The single-threaded client's socket is wrapped in an ngx_connection_t and
+ * its timeouts in a timer, so that every completion and watch runs from the
+ * worker's event loop, inside zookeeper_process().
+ */
+
+struct ngx_http_zk_lock_session_s {
+    zhandle_t                    *zh;
+    ngx_connection_t             *conn;       /* wraps the client's socket */
+    dev_t                         dev;        /* identity of that socket, */
+    ino_t                         ino;        /* to detect fd number reuse */
+
+    ngx_event_t                   timer;      /* the client's own timeouts */
+    ngx_event_t                   update;     /* posted after API calls */
+    ngx_event_t                   renew;      /* new session after expiry */
+    ngx_log_t                     log;
+
+    ngx_str_t                     hosts;
+    ngx_str_t                     chroot;
+    ngx_msec_t                    timeout;
+
+    /* bumped for every new ZooKeeper session: a node belongs to one */
+    ngx_uint_t                    generation;
+    ngx_uint_t                    reconnects;
+
+    ngx_rbtree_t                  locks;      /* ngx_http_zk_lock_t by path */
+    ngx_rbtree_node_t             sentinel;
+    ngx_queue_t                   all;        /* the same locks, as a list */
+
+    uint64_t                      uuid_key[2];
+    uint64_t                      uuid_seq;
+
+    unsigned                      connected:1;
+    unsigned                      exiting:1;
+};
+
+
+ngx_int_t ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
+    ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_session_post_update(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
+    const char *path, void *ctx);
+void ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s,
+    u_char *buf);
+
+#define NGX_HTTP_ZK_LOCK_UUID_LEN  36
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_ */
