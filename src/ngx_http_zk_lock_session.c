@@ -16,6 +16,10 @@
 /* responses handled per read event before yielding to other events */
 #define NGX_HTTP_ZK_LOCK_READ_BATCH  64
 
+/* the client's repeated log lines: how many told apart, for how long */
+#define NGX_HTTP_ZK_LOCK_ZLOG_SEEN   4
+#define NGX_HTTP_ZK_LOCK_ZLOG_QUIET  10
+
 
 static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
@@ -33,6 +37,8 @@ static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s,
     int state);
 static void ngx_http_zk_lock_session_zlog(const char *message);
+static ngx_uint_t ngx_http_zk_lock_session_zlog_repeated(const char *text,
+    size_t len);
 static u_char *ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf,
     size_t len);
 
@@ -614,8 +620,48 @@ ngx_http_zk_lock_session_zlog(const char *message)
         len--;
     }
 
+    if (level != NGX_LOG_DEBUG
+        && ngx_http_zk_lock_session_zlog_repeated(message, len))
+    {
+        return;
+    }
+
     ngx_log_error(level, ngx_http_zk_lock_session_log, 0,
                   "zookeeper client: %*s", len, message);
+}
+
+
+/*
+ * While a server is down the client repeats the same complaints on every
+ * connection attempt, several times a second: each is logged once per
+ * NGX_HTTP_ZK_LOCK_ZLOG_QUIET seconds.
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_session_zlog_repeated(const char *text, size_t len)
+{
+    time_t       now;
+    uint32_t     hash;
+    ngx_uint_t   i;
+
+    static uint32_t    hashes[NGX_HTTP_ZK_LOCK_ZLOG_SEEN];
+    static time_t      seen[NGX_HTTP_ZK_LOCK_ZLOG_SEEN];
+    static ngx_uint_t  next;
+
+    hash = ngx_crc32_short((u_char *) text, len);
+    now = ngx_time();
+
+    for (i = 0; i < NGX_HTTP_ZK_LOCK_ZLOG_SEEN; i++) {
+        if (hashes[i] == hash && now - seen[i] < NGX_HTTP_ZK_LOCK_ZLOG_QUIET) {
+            return 1;
+        }
+    }
+
+    hashes[next] = hash;
+    seen[next] = now;
+    next = (next + 1) % NGX_HTTP_ZK_LOCK_ZLOG_SEEN;
+
+    return 0;
 }
 
 

@@ -57,10 +57,14 @@ subtest 'pause, resume, restart' => sub {
     $zk->resume;
     ok(wait_for(sub { (zk_4lw($zk->port, 'ruok') // '') eq 'imok' }, 10),
         'resumed server answers');
+    my $h = zk_hold($H, '/harness/locks', name => 'held-', seconds => 60);
     my $port = $zk->port;
     $zk->restart;
     is($zk->port, $port, 'restart keeps the port');
     is(zk_get($H, '/harness/a')->{data}, 'x', 'restart keeps the data');
+    ok(zk_get($H, $h->node), 'a session survives a quick restart');
+    $h->release;
+    ok(!zk_get($H, $h->node), 'and can still be closed');
 };
 
 ok(zk_delete($H, '/harness', recursive => 1), 'recursive delete');

@@ -22,7 +22,8 @@ Every command prints one JSON document on stdout and exits 0; errors print
         {"node": path, "session_id": hex} as its first line and flushes,
         then keeps the session until S seconds pass, stdin reaches EOF or
         SIGTERM/SIGINT arrives; then closes the session (which deletes the
-        node at once) and exits 0.  Killing it with SIGKILL instead leaves
+        node at once; if disconnected, it first waits up to a session
+        timeout to reconnect) and exits 0.  Killing it with SIGKILL instead leaves
         the node until the session expires -- use that to test expiry.
   wait-gone PATH --timeout T
                          -> {"gone": true|false}
@@ -54,13 +55,15 @@ def out(obj):
     sys.stdout.flush()
 
 
-def connect(args, session_timeout=10.0):
+def connect(args, session_timeout=10.0, persistent=False):
     # Few, quick connection retries: a test probing a paused/dead server
-    # wants a prompt failure, not kazoo's default of retrying forever.
+    # wants a prompt failure. A holder (persistent) instead reconnects
+    # forever, like a real lock client riding out a server restart.
     client = KazooClient(
         hosts=args.hosts,
         timeout=session_timeout,
-        connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1),
+        connection_retry=KazooRetry(max_tries=-1 if persistent else 3,
+                                    delay=0.2, max_delay=1),
         command_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1),
     )
     client.start(timeout=args.timeout)
@@ -176,6 +179,13 @@ def cmd_hold(client, args):
             break
         done.wait(min(left, 0.2))
 
+    # Closing the session deletes the node at once, but only if we are
+    # connected: right after a server restart kazoo may still be
+    # reconnecting, and stopping then would leave the node until expiry.
+    reconnect_deadline = time.monotonic() + args.session_timeout
+    while not client.connected and time.monotonic() < reconnect_deadline:
+        time.sleep(0.05)
+
 
 def cmd_wait_gone(client, args):
     deadline = time.monotonic() + args.wait_timeout
@@ -250,8 +260,9 @@ def main(argv):
     args = parse_args(argv)
     client = None
     try:
-        session_timeout = getattr(args, "session_timeout", 10.0)
-        client = connect(args, session_timeout=session_timeout)
+        client = connect(args,
+                         session_timeout=getattr(args, "session_timeout", 10.0),
+                         persistent=args.command == "hold")
         COMMANDS[args.command](client, args)
     except Exception as e:  # noqa: BLE001 - report anything as JSON
         sys.stderr.write(json.dumps({"error": "%s: %s" % (

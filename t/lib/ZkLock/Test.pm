@@ -129,7 +129,8 @@ zk_delete($hosts, $path, recursive => 1) -> 1 deleted / 0 absent;
 zk_wait_gone($hosts, $path, $timeout) -> bool;
 zk_hold($hosts, $parent, name => $n, seconds => 300, session_timeout => 10,
 data => $d) -> $holder with node, session_id, pid, release (close the
-session: node gone when it returns), kill (SIGKILL: node stays until the
+session: node gone when it returns; waits for a reconnect first if the
+holder is disconnected, e.g. right after $zk->restart), kill (SIGKILL: node stays until the
 session expires on the server);
 zk_4lw($port, $cmd, $timeout) -> reply text or undef.
 
@@ -150,7 +151,10 @@ use warnings;
 
 use Exporter 'import';
 use Carp qw(croak);
-use Errno qw(EINPROGRESS EAGAIN EWOULDBLOCK EINTR ESRCH);
+# croak reports the test file's line, not the harness's.
+our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
+    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
+use Errno qw(EINPROGRESS EAGAIN EWOULDBLOCK EINTR);
 use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK LOCK_EX);
 use File::Basename qw(dirname);
 use File::Spec;
@@ -423,7 +427,7 @@ my %MISSING_CACHE;
 # Reason why $what is unusable, or undef when it is fine.
 sub _missing {
     my ($what) = @_;
-    return $MISSING_CACHE{$what} //= do {
+    my $why = $MISSING_CACHE{$what} //= do {
         my $r = '';
         if ($what eq 'nginx') {
             $r = "nginx binary $NGINX not found" unless -x $NGINX;
@@ -444,7 +448,8 @@ sub _missing {
             croak "unknown prerequisite '$what'";
         }
         $r;
-    } || undef;
+    };
+    return length $why ? $why : undef;
 }
 
 sub require_prereqs {
@@ -788,6 +793,9 @@ package ZkLock::Test::ZkNode;
 use strict;
 use warnings;
 use Carp qw(croak);
+# croak reports the test file's line, not the harness's.
+our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
+    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
 use Time::HiRes qw(time sleep);
 
 # One ZooKeeper server process. Standalone (ZooKeeperServerMain) unless
@@ -813,6 +821,7 @@ sub pid   { $_[0]{pid} }
 sub dir   { $_[0]{dir} }
 sub id    { $_[0]{id} }
 sub log   { ZkLock::Test::_slurp("$_[0]{dir}/zookeeper.log") }
+sub _name { $_[0]{id} ? "ZooKeeper node $_[0]{id}" : 'ZooKeeper' }
 
 sub _write_cfg {
     my ($self) = @_;
@@ -864,7 +873,7 @@ sub _cmd {
 # Returns 1, or 0 when retry_bind is set and the port was taken.
 sub start {
     my ($self, %opt) = @_;
-    croak "ZooKeeper $self->{id} already running" if $self->running;
+    croak $self->_name . " already running" if $self->running;
     $self->{pid} = ZkLock::Test::_spawn(
         name => "zookeeper$self->{id}", cmd => $self->_cmd,
         log  => "$self->{dir}/zookeeper.log");
@@ -900,13 +909,13 @@ sub wait_serving {
     if (delete $self->{died}) {
         return 0 if $opt{retry_bind}
             && $self->log =~ /Address already in use/;
-        croak "ZooKeeper $self->{id} exited during startup:\n"
+        croak $self->_name . " exited during startup:\n"
             . ZkLock::Test::_tail($self->log, 40);
     }
     return 1 if $ok;
     my $log = $self->log;
     $self->stop;
-    croak "ZooKeeper $self->{id} on port $self->{port} not ready after "
+    croak $self->_name . " on port $self->{port} not ready after "
         . "${timeout}s:\n" . ZkLock::Test::_tail($log, 40);
 }
 
@@ -928,12 +937,15 @@ package ZkLock::Test::Ensemble;
 use strict;
 use warnings;
 use Carp qw(croak);
+# croak reports the test file's line, not the harness's.
+our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
+    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
 
 sub new {
     my ($class, $n, %opt) = @_;
     my $self = bless { nodes => [] }, $class;
-    # Ports of one node must all be free before any node starts, because
-    # every node's config lists every other node.
+    # Every node's config lists the quorum and election ports of all
+    # nodes, so all ports are chosen before any node is configured.
     my @servers = map { [ $_, ZkLock::Test::free_port(),
         ZkLock::Test::free_port() ] } 1 .. $n;
     for my $s (@servers) {
@@ -976,6 +988,9 @@ package ZkLock::Test::Holder;
 use strict;
 use warnings;
 use Carp qw(croak);
+# croak reports the test file's line, not the harness's.
+our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
+    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
 use IO::Select;
 use POSIX qw(setpgid _exit);
 
@@ -1006,7 +1021,8 @@ sub new {
     ZkLock::Test::_register($pid, 'zk_hold');
     close $in_r;
     close $out_w;
-    my $self = bless { pid => $pid, stdin => $in_w, log => $log }, $class;
+    my $self = bless { pid => $pid, stdin => $in_w, log => $log,
+        session_timeout => $opt{session_timeout} // 10 }, $class;
     my $line = '';
     my $sel = IO::Select->new($out_r);
     while ($line !~ /\n/ && $sel->can_read(30)) {
@@ -1032,7 +1048,9 @@ sub release {
     my ($self) = @_;
     return unless $self->{pid};
     close delete $self->{stdin} if $self->{stdin};
-    ZkLock::Test::_terminate(delete $self->{pid}, 'TERM', 10);
+    # It may first have to reconnect (up to a session timeout) to close.
+    ZkLock::Test::_terminate(delete $self->{pid}, 'TERM',
+        $self->{session_timeout} + 5);
 }
 
 # Crash: the session stays open on the server until it expires.
@@ -1048,6 +1066,9 @@ package ZkLock::Test::Backend;
 use strict;
 use warnings;
 use Carp qw(croak);
+# croak reports the test file's line, not the harness's.
+our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
+    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
 
 sub new {
     my ($class, %opt) = @_;
@@ -1103,6 +1124,9 @@ package ZkLock::Test::Nginx;
 use strict;
 use warnings;
 use Carp qw(croak);
+# croak reports the test file's line, not the harness's.
+our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
+    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
 use IO::Socket::INET;
 use Time::HiRes qw(time);
 
