@@ -308,7 +308,8 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     hold->path = *path;
     hold->spec = spec;
     hold->node = ngx_http_zk_lock_acquire(lmcf->session, path, spec->leases,
-                                          ngx_http_zk_lock_notify, ctx);
+                                          ngx_http_zk_lock_notify, ctx,
+                                          r->connection->log);
 
     if (hold->node == NULL) {
         ctx->holds.nelts--;

@@ -20,6 +20,8 @@ static char *ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static ngx_int_t ngx_http_zk_lock_check_hosts(ngx_conf_t *cf,
+    ngx_str_t *value, u_char *last);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
@@ -235,6 +237,12 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     last = value[1].data + value[1].len;
     p = ngx_strlchr(value[1].data, last, '/');
 
+    if (ngx_http_zk_lock_check_hosts(cf, &value[1], p ? p : last)
+        != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
     if (p) {
         lmcf->chroot.data = p;
         lmcf->chroot.len = last - p;
@@ -264,6 +272,40 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     lmcf->hosts = value[1];
 
     return NGX_CONF_OK;
+}
+
+
+/* a list of host:port, checked here rather than by the client at run time */
+
+static ngx_int_t
+ngx_http_zk_lock_check_hosts(ngx_conf_t *cf, ngx_str_t *value, u_char *last)
+{
+    u_char     *p, *host, *colon;
+    ngx_int_t   port;
+
+    for (host = value->data; host < last; host = p + 1) {
+
+        p = ngx_strlchr(host, last, ',');
+        if (p == NULL) {
+            p = last;
+        }
+
+        for (colon = p - 1; colon > host && *colon != ':'; colon--) {
+            /* void */
+        }
+
+        port = (colon > host) ? ngx_atoi(colon + 1, p - colon - 1)
+                              : NGX_ERROR;
+
+        if (port < 1 || port > 65535) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid host \"%*s\" in \"%V\", "
+                               "host:port expected", p - host, host, value);
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
 }
 
 

@@ -73,7 +73,8 @@ static const char  *ngx_http_zk_lock_state_name[] = {
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_http_zk_lock_notify_pt notify, void *data)
+    ngx_uint_t leases, ngx_http_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log)
 {
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
@@ -98,6 +99,7 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     node->leases = leases;
     node->notify = notify;
     node->data = data;
+    node->log = log;
     node->notify_event.handler = ngx_http_zk_lock_notify_handler;
     node->notify_event.data = node;
     node->notify_event.log = &s->log;
@@ -111,7 +113,7 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
         ngx_http_zk_lock_create(node);
 
     } else {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                        "zk lock: \"%s\" parked until connected", lock->path);
     }
 
@@ -131,12 +133,13 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 
     lock = node->lock;
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: release \"%s/%s\" %s", lock->path, node->name,
                    ngx_http_zk_lock_state_name[node->state]);
 
     node->notify = NULL;
     node->data = NULL;
+    node->log = &lock->session->log;
 
     if (node->notify_event.posted) {
         ngx_delete_posted_event(&node->notify_event);
@@ -444,7 +447,7 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
                     (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid);
     *p = '\0';
 
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: create \"%s\"", buf);
 
     node->attempts++;
@@ -455,7 +458,7 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
                      node);
 
     if (rc != ZOK) {
-        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_acreate(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
         ngx_http_zk_lock_node_fail(node, rc);
@@ -488,7 +491,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
         return;
     }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: created \"%s\" rc:%d %s",
                    value ? value : "", rc, zerror(rc));
 
@@ -500,7 +503,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
         len = ngx_strlen(name);
 
         if (len >= sizeof(node->name)) {
-            ngx_log_error(NGX_LOG_ALERT, &s->log, 0,
+            ngx_log_error(NGX_LOG_ALERT, node->log, 0,
                           "unexpected zookeeper node name \"%s\"", value);
             ngx_http_zk_lock_node_fail(node, ZAPIERROR);
             return;
@@ -552,7 +555,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
     }
 
     if (node->notify) {
-        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zookeeper create in \"%s\" failed (%d: %s)",
                       lock->path, rc, zerror(rc));
     }
@@ -658,14 +661,14 @@ ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
 
     (void) ngx_http_zk_lock_child_path(buf, lock, node->name);
 
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: delete \"%s\"", buf);
 
     rc = zoo_adelete(s->zh, (char *) buf, -1, ngx_http_zk_lock_delete_done,
                      node);
 
     if (rc != ZOK) {
-        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_adelete(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
         node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
@@ -696,7 +699,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
         return;
     }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: deleted \"%s/%s\" rc:%d",
                    lock->path, node->name, rc);
 
@@ -709,7 +712,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
     if (rc != ZOK && rc != ZNONODE && rc != ZSESSIONEXPIRED
         && rc != ZCLOSING)
     {
-        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zookeeper delete of \"%s/%s\" failed (%d: %s)",
                       lock->path, node->name, rc, zerror(rc));
     }
@@ -885,14 +888,14 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
         i = ngx_http_zk_lock_index(node, children, n);
 
-        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
                        "zk lock: \"%s/%s\" index:%i leases:%ui",
                        lock->path, node->name, i, node->leases);
 
         if (i == NGX_ERROR) {
 
             if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-                ngx_log_error(NGX_LOG_WARN, &lock->session->log, 0,
+                ngx_log_error(NGX_LOG_WARN, node->log, 0,
                               "zookeeper node \"%s/%s\" vanished: "
                               "lock lost", lock->path, node->name);
             }
@@ -967,7 +970,7 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     }
 
     if (i == n) {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &node->lock->session->log, 0,
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                        "zk lock: lost create in \"%s\" did not happen",
                        node->lock->path);
 
@@ -994,7 +997,7 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     node->seq = children[i].seq;
     node->state = NGX_HTTP_ZK_LOCK_WAITING;
 
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, &node->lock->session->log, 0,
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: found lost node \"%s/%s\"",
                    node->lock->path, node->name);
 

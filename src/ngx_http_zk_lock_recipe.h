@@ -58,6 +58,7 @@ struct ngx_http_zk_lock_node_s {
     ngx_http_zk_lock_notify_pt    notify;
     void                         *data;
     ngx_event_t                   notify_event;
+    ngx_log_t                    *log;        /* the owner's, then ours */
 
     unsigned                      was_held:1;
     unsigned                      was_waiting:1;
@@ -84,7 +85,7 @@ struct ngx_http_zk_lock_s {
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
-    ngx_http_zk_lock_notify_pt notify, void *data);
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
 
 void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);

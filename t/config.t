@@ -1,0 +1,292 @@
+#!/usr/bin/perl
+# Configuration checks of ngx_http_zk_lock_module: every invalid
+# configuration makes "nginx -t" fail with a message naming the problem,
+# and a valid configuration using every directive at every level passes
+# "nginx -t" without any ZooKeeper running.
+
+use strict;
+use warnings;
+use Test::More;
+use Time::HiRes qw(time);
+use lib 't/lib';
+use ZkLock::Test;
+
+require_prereqs(qw(nginx module));
+
+# A port nothing listens on: "nginx -t" must not need ZooKeeper.
+my $NO_ZK = '127.0.0.1:' . free_port();
+
+sub server_with {
+    my ($loc) = @_;
+    return <<"EOF";
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / {
+            $loc
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+}
+
+# Each case: name, http body, regexp the "nginx -t" output must match and,
+# for nginx's generic messages that do not name the directive ("value must
+# be between ...", "invalid value ..."), a regexp the nginx.conf line the
+# message points at must match.
+my @bad = (
+    [ 'lock directive without zk_hosts',
+      server_with('zk_mutex /a;'),
+      qr/"zk_mutex" is used but "zk_hosts" is not set/ ],
+    [ 'semaphore without zk_hosts',
+      server_with('zk_semaphore /a leases=2;'),
+      qr/"zk_semaphore" is used but "zk_hosts" is not set/ ],
+    [ 'relative path',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex locks/a;'),
+      qr/lock path "locks\/a" must be absolute/ ],
+    [ 'path "/" alone',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /;'),
+      qr/lock path "\/" must be absolute and name a node below "\/"/ ],
+    [ 'empty segment',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a//b;'),
+      qr/invalid lock path "\/a\/\/b": segment 2 is empty/ ],
+    [ '"." segment',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a/./b;'),
+      qr/invalid lock path "\/a\/\.\/b": segment 2 is "\." or "\.\."/ ],
+    [ '".." segment',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a/../b;'),
+      qr/invalid lock path "\/a\/\.\.\/b": segment 2 is "\." or "\.\."/ ],
+    [ 'trailing "/"',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a/b/;'),
+      qr/invalid lock path "\/a\/b\/": segment 3 is empty/ ],
+    [ 'reserved /zookeeper',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /zookeeper/x;'),
+      qr/invalid lock path "\/zookeeper\/x": segment 1 is reserved by ZooKeeper/ ],
+    [ 'control character in a literal segment',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_mutex \"/a/b\tc\";"),
+      qr/invalid lock path "\/a\/b\tc": segment 2 is a control character/ ],
+    [ 'zk_semaphore without leases (timeout only)',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s timeout=1s;'),
+      qr/"zk_semaphore" must have "leases" parameter/ ],
+    [ 'zk_semaphore with the path only',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s;'),
+      qr/invalid number of arguments in "zk_semaphore" directive/ ],
+    [ 'leases=0',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=0;'),
+      qr/invalid number of leases "leases=0"/ ],
+    [ 'leases=-1',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=-1;'),
+      qr/invalid number of leases "leases=-1"/ ],
+    [ 'leases=abc',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=abc;'),
+      qr/invalid number of leases "leases=abc"/ ],
+    [ 'leases= (empty)',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=;'),
+      qr/invalid number of leases "leases="/ ],
+    [ 'leases on zk_mutex',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a leases=2;'),
+      qr/invalid parameter "leases=2"/ ],
+    [ 'unknown parameter',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a foo=1;'),
+      qr/invalid parameter "foo=1"/ ],
+    [ 'unknown parameter on zk_semaphore',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=1 bar;'),
+      qr/invalid parameter "bar"/ ],
+    [ 'bad timeout=',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a timeout=abc;'),
+      qr/invalid timeout "timeout=abc"/ ],
+    [ 'bad semaphore timeout=',
+      "zk_hosts $NO_ZK;\n"
+          . server_with('zk_semaphore /s leases=2 timeout=5x;'),
+      qr/invalid timeout "timeout=5x"/ ],
+    [ 'bad zk_session_timeout',
+      "zk_hosts $NO_ZK;\nzk_session_timeout abc;\n"
+          . server_with('zk_mutex /a;'),
+      qr/"zk_session_timeout" directive invalid value/ ],
+    [ 'bad zk_lock_timeout',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_lock_timeout abc;\nzk_mutex /a;"),
+      qr/"zk_lock_timeout" directive invalid value/ ],
+    [ 'zk_lock_status 200',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_lock_status 200;\nzk_mutex /a;"),
+      qr/value must be between 400 and 599/, qr/zk_lock_status 200;/ ],
+    [ 'zk_lock_status 600',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_lock_status 600;\nzk_mutex /a;"),
+      qr/value must be between 400 and 599/, qr/zk_lock_status 600;/ ],
+    [ 'zk_lock_status abc',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_lock_status abc;\nzk_mutex /a;"),
+      qr/"zk_lock_status" directive invalid number/ ],
+    [ 'zk_lock_log_level bogus',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_lock_log_level bogus;\nzk_mutex /a;"),
+      qr/invalid value "bogus"/, qr/zk_lock_log_level bogus;/ ],
+    [ 'duplicate zk_hosts',
+      "zk_hosts $NO_ZK;\nzk_hosts $NO_ZK;\n" . server_with('zk_mutex /a;'),
+      qr/"zk_hosts" directive is duplicate/ ],
+    [ 'zk_hosts with a chroot only',
+      "zk_hosts /chroot;\n" . server_with('zk_mutex /a;'),
+      qr/no hosts in "\/chroot"/ ],
+    [ 'zk_hosts with an invalid chroot',
+      "zk_hosts 127.0.0.1:1/a/../b;\n" . server_with('zk_mutex /a;'),
+      qr/invalid chroot in "127\.0\.0\.1:1\/a\/\.\.\/b": a segment is "\." or "\.\."/ ],
+    [ 'zk_hosts with an empty chroot segment',
+      "zk_hosts 127.0.0.1:1/a//b;\n" . server_with('zk_mutex /a;'),
+      qr/invalid chroot in "127\.0\.0\.1:1\/a\/\/b": a segment is empty/ ],
+    [ 'zk_hosts in a server block',
+      <<"EOF",
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        zk_hosts $NO_ZK;
+        location / { zk_mutex /a; proxy_pass http://%%BACKEND%%; }
+    }
+EOF
+      qr/"zk_hosts" directive is not allowed here/ ],
+    [ 'zk_hosts in a location block',
+      server_with("zk_hosts $NO_ZK;"),
+      qr/"zk_hosts" directive is not allowed here/ ],
+    [ 'zk_session_timeout in a server block',
+      "zk_hosts $NO_ZK;\n" . <<'EOF',
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        zk_session_timeout 5s;
+    }
+EOF
+      qr/"zk_session_timeout" directive is not allowed here/ ],
+    [ 'zk_mutex with too many arguments',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a timeout=1s extra;'),
+      qr/invalid number of arguments in "zk_mutex" directive/ ],
+    [ 'zk_mutex without arguments',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex;'),
+      qr/invalid number of arguments in "zk_mutex" directive/ ],
+    [ 'zk_semaphore with too many arguments',
+      "zk_hosts $NO_ZK;\n"
+          . server_with('zk_semaphore /s leases=1 timeout=1s extra;'),
+      qr/invalid number of arguments in "zk_semaphore" directive/ ],
+);
+
+# The nginx.conf line an "[emerg] ... in FILE:LINE" message points at (the
+# prefix dir of nginx_test_conf lives until the end of the test).
+sub conf_line {
+    my ($out) = @_;
+    my ($file, $n) = $out =~ /\[emerg\] .* in (\S+):(\d+)$/m or return undef;
+    open my $fh, '<', $file or return undef;
+    my @lines = <$fh>;
+    return $lines[$n - 1];
+}
+
+for my $case (@bad) {
+    my ($name, $body, $re, $line_re) = @$case;
+    my ($rc, $out) = nginx_test_conf($body);
+    subtest $name => sub {
+        isnt($rc, 0, 'nginx -t fails');
+        like($out, $re, 'message names the problem');
+        if ($line_re) {
+            like(conf_line($out) // '', $line_re,
+                'and points at the offending directive');
+        }
+        like($out, qr/\[emerg\]/, 'at level emerg');
+        unlike($out, qr/test is successful/, 'no success claimed');
+    } or diag "nginx -t output:\n$out";
+}
+
+# ------------------------------------------------------------ valid configs
+
+my $full = <<"EOF";
+    zk_hosts $NO_ZK,127.0.0.2:2181;
+    zk_session_timeout 5s;
+    zk_lock_timeout 30s;
+    zk_lock_status 429;
+    zk_lock_log_level warn;
+    zk_mutex /locks/global timeout=1m;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        zk_semaphore /locks/server leases=10 timeout=500ms;
+        zk_lock_status 503;
+        zk_lock_log_level info;
+
+        location / {
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /m/ {
+            zk_mutex /locks/m;
+            zk_lock_timeout 2s;
+            zk_lock_log_level notice;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /t/ {
+            zk_mutex /locks/t/\$arg_t timeout=5s;
+            zk_lock_status 599;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /u/ {
+            zk_mutex /locks/u-\$arg_u;
+            zk_lock_log_level error;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /h/ {
+            zk_semaphore /locks/h/\${http_x_tenant}-x/\$host leases=3;
+            zk_lock_status 400;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /two/ {
+            zk_mutex /locks/two/a;
+            zk_semaphore /locks/two/b leases=2 timeout=0;
+            location /two/nested/ {
+                zk_lock_timeout 1s;
+                proxy_pass http://%%BACKEND%%;
+            }
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /unicode/ {
+            zk_mutex "/locks/caf\x{c3}\x{a9}/\x{e2}\x{82}\x{ac}";
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        server_name second;
+        location / {
+            zk_semaphore /a leases=1;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+
+my @good = (
+    [ 'every directive at every level', $full ],
+    [ 'chroot', "zk_hosts 127.0.0.1:2181/nginx;\n"
+          . server_with('zk_mutex /locks/a;') ],
+    [ 'deep chroot, several hosts',
+      "zk_hosts 127.0.0.1:2181,127.0.0.1:2182,localhost:2183/a/b-c/d_e;\n"
+          . server_with('zk_semaphore /s leases=5;') ],
+    [ 'mixed text and variable segment',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /locks/u-$arg_u;') ],
+    [ 'variable as a whole segment',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /locks/t/$arg_t;') ],
+    [ 'variable as the top segment (checked at run time)',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /$arg_top/x;') ],
+    [ '"zookeeper" below the top is allowed',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a/zookeeper;') ],
+    [ 'leases=1 and large leases',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_semaphore /s1 leases=1;\nzk_semaphore /s2 leases=100000;") ],
+    [ 'zk_hosts alone (no lock directive)', "zk_hosts $NO_ZK;\n" ],
+    [ 'no module directive at all', server_with('') ],
+    [ 'status bounds 400 and 599',
+      "zk_hosts $NO_ZK;\nzk_lock_status 400;\n"
+          . server_with("zk_lock_status 599;\nzk_mutex /a;") ],
+);
+
+for my $case (@good) {
+    my ($name, $body) = @$case;
+    my $t0 = time;
+    my ($rc, $out) = nginx_test_conf($body);
+    my $took = time - $t0;
+    subtest "valid: $name" => sub {
+        is($rc, 0, 'nginx -t passes');
+        like($out, qr/test is successful/, 'nginx -t says so');
+        unlike($out, qr/\[(?:emerg|alert|crit|error)\]/, 'no error message');
+        cmp_ok($took, '<', 10, 'without waiting for ZooKeeper');
+    } or diag "nginx -t output:\n$out";
+}
+
+done_testing;
