@@ -27,6 +27,13 @@ typedef struct {
 } ngx_http_zk_lock_child_t;
 
 
+typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
+
+
+static void ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_visit_pt visit);
+static ngx_uint_t ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_expire(ngx_http_zk_lock_node_t *node);
 static ngx_http_zk_lock_t *ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s,
     ngx_str_t *path);
 static ngx_http_zk_lock_t *ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s,
@@ -176,6 +183,51 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 void
 ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
 {
+    ngx_http_zk_lock_visit(s, ngx_http_zk_lock_reconnect);
+}
+
+
+/*
+ * Every ephemeral node of the expired session is gone.  Waiters fail (the
+ * owner answers them), holders are told that they lost the lock, and the
+ * parked ones wait for the next session.
+ */
+
+void
+ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_visit(s, ngx_http_zk_lock_expire);
+}
+
+
+void
+ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, const char *path)
+{
+    u_char              *p;
+    ngx_http_zk_lock_t  *lock;
+
+    /* a watch is set on a child; its parent is the lock */
+
+    p = (u_char *) strrchr((char *) path, '/');
+
+    if (p == NULL || p == (u_char *) path) {
+        return;
+    }
+
+    lock = ngx_http_zk_lock_find(s, (u_char *) path, p - (u_char *) path);
+
+    if (lock) {
+        ngx_http_zk_lock_relist(lock);
+    }
+}
+
+
+/* calls "visit" for every node; a lock is listed again if one asks */
+
+static void
+ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_visit_pt visit)
+{
     ngx_uint_t                relist;
     ngx_queue_t              *q, *nq, *lq, *nlq;
     ngx_http_zk_lock_t       *lock;
@@ -199,25 +251,7 @@ ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
             nq = ngx_queue_next(q);
             node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
-            switch (node->state) {
-
-            case NGX_HTTP_ZK_LOCK_PARKED:
-                ngx_http_zk_lock_create(node);
-                break;
-
-            case NGX_HTTP_ZK_LOCK_ORPHAN:
-                ngx_http_zk_lock_delete(node);
-                break;
-
-            case NGX_HTTP_ZK_LOCK_LOST:
-            case NGX_HTTP_ZK_LOCK_WAITING:
-            case NGX_HTTP_ZK_LOCK_HELD:
-                relist = 1;
-                break;
-
-            default:
-                break;
-            }
+            relist |= visit(node);
         }
 
         if (relist) {
@@ -230,73 +264,47 @@ ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
 }
 
 
-/*
- * Every ephemeral node of the expired session is gone.  Waiters fail (the
- * owner answers them), holders are told that they lost the lock, and the
- * parked ones wait for the next session.
- */
+/* what the session could not do while it was away, it does now */
 
-void
-ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
+static ngx_uint_t
+ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node)
 {
-    ngx_queue_t              *q, *nq, *lq, *nlq;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    switch (node->state) {
 
-    for (lq = ngx_queue_head(&s->all);
-         lq != ngx_queue_sentinel(&s->all);
-         lq = nlq)
-    {
-        nlq = ngx_queue_next(lq);
-        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+    case NGX_HTTP_ZK_LOCK_PARKED:
+        ngx_http_zk_lock_create(node);
+        return 0;
 
-        lock->refs++;
+    case NGX_HTTP_ZK_LOCK_ORPHAN:
+        ngx_http_zk_lock_delete(node);
+        return 0;
 
-        for (q = ngx_queue_head(&lock->nodes);
-             q != ngx_queue_sentinel(&lock->nodes);
-             q = nq)
-        {
-            nq = ngx_queue_next(q);
-            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+    case NGX_HTTP_ZK_LOCK_LOST:
+    case NGX_HTTP_ZK_LOCK_WAITING:
+    case NGX_HTTP_ZK_LOCK_HELD:
+        /* a watch may have fired or been lost meanwhile */
+        return 1;
 
-            switch (node->state) {
-
-            case NGX_HTTP_ZK_LOCK_LOST:
-            case NGX_HTTP_ZK_LOCK_WAITING:
-            case NGX_HTTP_ZK_LOCK_HELD:
-            case NGX_HTTP_ZK_LOCK_ORPHAN:
-                ngx_http_zk_lock_node_fail(node, ZSESSIONEXPIRED);
-                break;
-
-            default:
-                break;
-            }
-        }
-
-        lock->refs--;
-        ngx_http_zk_lock_gc(lock);
+    default:
+        return 0;
     }
 }
 
 
-void
-ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, const char *path)
+static ngx_uint_t
+ngx_http_zk_lock_expire(ngx_http_zk_lock_node_t *node)
 {
-    u_char              *p;
-    ngx_http_zk_lock_t  *lock;
+    switch (node->state) {
 
-    /* a watch is set on a child; its parent is the lock */
+    case NGX_HTTP_ZK_LOCK_LOST:
+    case NGX_HTTP_ZK_LOCK_WAITING:
+    case NGX_HTTP_ZK_LOCK_HELD:
+    case NGX_HTTP_ZK_LOCK_ORPHAN:
+        ngx_http_zk_lock_node_fail(node, ZSESSIONEXPIRED);
+        return 0;
 
-    p = (u_char *) strrchr((char *) path, '/');
-
-    if (p == NULL || p == (u_char *) path) {
-        return;
-    }
-
-    lock = ngx_http_zk_lock_find(s, (u_char *) path, p - (u_char *) path);
-
-    if (lock) {
-        ngx_http_zk_lock_relist(lock);
+    default:
+        return 0;
     }
 }
 
