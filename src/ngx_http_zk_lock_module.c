@@ -26,9 +26,13 @@ static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
+static uint32_t ngx_http_zk_lock_utf8(u_char **pp, u_char *last);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
+
+
+#define NGX_HTTP_ZK_LOCK_BAD_UTF8  0xffffffff
 
 
 static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
@@ -520,21 +524,83 @@ ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top)
             continue;
         }
 
-        u = ngx_utf8_decode(&p, last - p);
+        u = ngx_http_zk_lock_utf8(&p, last);
 
-        if (u > 0x10ffff) {
+        if (u == NGX_HTTP_ZK_LOCK_BAD_UTF8) {
             return "not valid UTF-8";
         }
 
+        /*
+         * ZooKeeper checks paths as Java strings: what is beyond U+FFFF
+         * becomes a surrogate pair, refused like the rest of D800-F8FF
+         */
+
         if (u <= 0x9f
             || (u >= 0xd800 && u <= 0xf8ff)
-            || (u >= 0xfff0 && u <= 0xffff))
+            || (u >= 0xfff0))
         {
             return "a character ZooKeeper refuses";
         }
     }
 
     return NULL;
+}
+
+
+/*
+ * Strict UTF-8 (no overlong forms, no truncation, continuation bytes
+ * checked): ngx_utf8_decode() is lenient, and ZooKeeper would turn what it
+ * lets through into U+FFFD, which it refuses.
+ */
+
+static uint32_t
+ngx_http_zk_lock_utf8(u_char **pp, u_char *last)
+{
+    u_char    *p;
+    uint32_t   u, min;
+    ngx_uint_t n;
+
+    p = *pp;
+    u = *p++;
+
+    if (u >= 0xc2 && u <= 0xdf) {
+        n = 1;
+        u &= 0x1f;
+        min = 0x80;
+
+    } else if (u >= 0xe0 && u <= 0xef) {
+        n = 2;
+        u &= 0x0f;
+        min = 0x800;
+
+    } else if (u >= 0xf0 && u <= 0xf4) {
+        n = 3;
+        u &= 0x07;
+        min = 0x10000;
+
+    } else {
+        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+    }
+
+    if ((size_t) (last - p) < n) {
+        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+    }
+
+    while (n--) {
+        if ((*p & 0xc0) != 0x80) {
+            return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+        }
+
+        u = (u << 6) | (*p++ & 0x3f);
+    }
+
+    if (u < min || u > 0x10ffff) {
+        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+    }
+
+    *pp = p;
+
+    return u;
 }
 
 

@@ -130,6 +130,12 @@ my @bad = (
     [ 'zk_hosts with an empty chroot segment',
       "zk_hosts 127.0.0.1:1/a//b;\n" . server_with('zk_mutex /a;'),
       qr/invalid chroot in "127\.0\.0\.1:1\/a\/\/b": a segment is empty/ ],
+    [ 'zk_hosts without a port',
+      "zk_hosts 127.0.0.1;\n" . server_with('zk_mutex /a;'),
+      qr/invalid host "127\.0\.0\.1"/ ],
+    [ 'zk_hosts with a bad port in the list',
+      "zk_hosts 127.0.0.1:2181,127.0.0.2:99999/x;\n" . server_with('zk_mutex /a;'),
+      qr/invalid host "127\.0\.0\.2:99999"/ ],
     [ 'zk_hosts in a server block',
       <<"EOF",
     server {
