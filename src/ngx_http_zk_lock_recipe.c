@@ -200,6 +200,37 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
 }
 
 
+/* the worker exits: no completion is to come, whatever was pending */
+
+void
+ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
+{
+    ngx_queue_t              *lq, *q;
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *node;
+
+    while (!ngx_queue_empty(&s->all)) {
+        lq = ngx_queue_head(&s->all);
+        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+
+        while (!ngx_queue_empty(&lock->nodes)) {
+            q = ngx_queue_head(&lock->nodes);
+            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+            if (node->notify_event.posted) {
+                ngx_delete_posted_event(&node->notify_event);
+            }
+
+            ngx_queue_remove(q);
+            ngx_free(node);
+        }
+
+        lock->refs = 0;
+        ngx_http_zk_lock_gc(lock);
+    }
+}
+
+
 void
 ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, const char *path)
 {

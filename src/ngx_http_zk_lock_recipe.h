@@ -90,6 +90,7 @@ void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
 
 void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s,
     const char *path);
 

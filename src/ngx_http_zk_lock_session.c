@@ -127,23 +127,24 @@ ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
         ngx_http_zk_lock_session_unwrap(s);
     }
 
-    if (s->zh == NULL) {
-        return;
+    if (s->zh) {
+
+        /*
+         * Closing the session tells the server to drop this worker's
+         * ephemeral nodes at once, instead of after the session timeout.
+         * The call waits for the server's answer, bounded by the client (a
+         * few seconds at most), which only a worker that exits can afford.
+         */
+
+        ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                      "closing zookeeper session 0x%xL",
+                      (int64_t) zoo_client_id(s->zh)->client_id);
+
+        (void) zookeeper_close(s->zh);
+        s->zh = NULL;
     }
 
-    /*
-     * Closing the session tells the server to drop this worker's ephemeral
-     * nodes at once, instead of after the session timeout.  The call waits
-     * for the server's answer, bounded by the client (a few seconds at
-     * most), which only a worker that exits can afford.
-     */
-
-    ngx_log_error(NGX_LOG_INFO, &s->log, 0,
-                  "closing zookeeper session 0x%xL",
-                  (int64_t) zoo_client_id(s->zh)->client_id);
-
-    (void) zookeeper_close(s->zh);
-    s->zh = NULL;
+    ngx_http_zk_lock_recipe_free(s);
 }
 
 
