@@ -296,9 +296,18 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
     ngx_connection_t  *c;
 
     if (fd != -1 && fstat(fd, &st) == -1) {
-        ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
-                      "fstat(%d) failed", fd);
-        return NGX_ERROR;
+
+        /*
+         * When a connection times out, zookeeper_interest() hands back the
+         * socket it has just closed
+         */
+
+        if (ngx_errno != NGX_EBADF) {
+            ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
+                          "fstat(%d) failed", fd);
+        }
+
+        fd = -1;
     }
 
     c = s->conn;
