@@ -877,12 +877,12 @@ static void
 ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings)
 {
-    ngx_int_t                 i, j, k;
-    ngx_uint_t                n, kinds, leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_int_t                 first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_queue_t              *q, *nq;
-    ngx_http_zk_lock_node_t  *node;
-    ngx_http_zk_lock_child_t *children;
+    ngx_int_t                  i, j, k;
+    ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+    ngx_uint_t                 n, kinds, leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+    ngx_queue_t               *q, *nq;
+    ngx_http_zk_lock_node_t   *node;
+    ngx_http_zk_lock_child_t  *children;
 
     n = strings->count;
     children = NULL;
@@ -961,19 +961,18 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             }
         }
 
-        if (j == (ngx_int_t) kinds) {
-            if (kinds == NGX_HTTP_ZK_LOCK_MAX_KINDS) {
-                /* not worth a bigger table: watch for this one as well */
-                j = kinds - 1;
-            } else {
-                kinds++;
+        if (j < (ngx_int_t) kinds) {
+            first[j] = ngx_min(first[j], i);
+
+        } else if (kinds < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
+            leases[kinds] = node->leases;
+            first[kinds++] = i;
+
+        } else {
+            /* not worth a bigger table: this one watches for itself */
+            for (k = i - (ngx_int_t) node->leases; k < i; k++) {
+                ngx_http_zk_lock_watch(lock, children[k].name);
             }
-
-            leases[j] = node->leases;
-            first[j] = i;
-
-        } else if (i < first[j]) {
-            first[j] = i;
         }
     }
 
