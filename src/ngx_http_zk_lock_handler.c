@@ -12,7 +12,10 @@
 #include "ngx_http_zk_lock_recipe.h"
 
 
-#define NGX_HTTP_ZK_LOCK_NONE  ((ngx_uint_t) -1)
+#define NGX_HTTP_ZK_LOCK_NONE      ((ngx_uint_t) -1)
+
+/* node data: "<host> pid <pid> since <time> <method> <uri>", truncated */
+#define NGX_HTTP_ZK_LOCK_INFO_LEN  256
 
 
 /* a lock the client request holds or waits for */
@@ -21,6 +24,7 @@ typedef struct {
     ngx_str_t                     path;
     ngx_http_zk_lock_spec_t      *spec;
     ngx_http_zk_lock_node_t      *node;
+    ngx_uint_t                    pass;
 } ngx_http_zk_lock_hold_t;
 
 
@@ -32,6 +36,11 @@ typedef struct {
 typedef struct {
     ngx_array_t                   holds;      /* ngx_http_zk_lock_hold_t */
     ngx_uint_t                    waiting;    /* index in holds */
+
+    /* the locks of one location are taken, or given back, together */
+    ngx_uint_t                    pass;
+    void                         *pass_conf;
+
     ngx_http_request_t           *request;    /* the one that waits */
     ngx_array_t                  *blocked;    /* others of the same client */
     ngx_event_t                   timer;
@@ -45,23 +54,29 @@ static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_create_ctx(
     ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
+static ngx_int_t ngx_http_zk_lock_hold_cmp(const void *one,
+    const void *two);
 static ngx_uint_t ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_str_t *path);
+    ngx_http_zk_lock_hold_t *want);
+static ngx_http_zk_lock_kind_e ngx_http_zk_lock_kind(
+    ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_wait(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_spec_t *spec,
-    ngx_str_t *path);
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
+static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
+    ngx_str_t *info);
 static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_timeout_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
     int error);
+static void ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_cleanup(void *data);
 
 
 static const char  *ngx_http_zk_lock_type_name[] = {
-    "", "zk_mutex", "zk_semaphore"
+    "", "zk_mutex", "zk_semaphore", "zk_rwlock read", "zk_rwlock write"
 };
 
 
@@ -69,9 +84,9 @@ ngx_int_t
 ngx_http_zk_lock_handler(ngx_http_request_t *r)
 {
     ngx_int_t                     rc;
-    ngx_str_t                     path;
-    ngx_uint_t                    i;
+    ngx_uint_t                    i, n;
     ngx_http_zk_lock_ctx_t       *ctx;
+    ngx_http_zk_lock_hold_t      *want;
     ngx_http_zk_lock_spec_t      *spec;
     ngx_http_zk_lock_loc_conf_t  *llcf;
 
@@ -101,16 +116,36 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     }
 
     spec = llcf->locks->elts;
+    n = llcf->locks->nelts;
 
-    for (i = 0; i < llcf->locks->nelts; i++) {
+    want = ngx_palloc(r->pool, n * sizeof(ngx_http_zk_lock_hold_t));
+    if (want == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
-        rc = ngx_http_zk_lock_eval_path(r, &spec[i], &path);
+    for (i = 0; i < n; i++) {
+        want[i].spec = &spec[i];
+
+        rc = ngx_http_zk_lock_eval_path(r, &spec[i], &want[i].path);
         if (rc != NGX_OK) {
             return rc;
         }
+    }
 
-        if (ctx && ngx_http_zk_lock_holds(ctx, &path)) {
-            /* re-entry: a subrequest or an internal redirect */
+    /*
+     * One global order, whatever the order of the directives: two
+     * locations that take the same locks cannot wait for each other
+     */
+
+    if (n > 1) {
+        ngx_sort(want, n, sizeof(ngx_http_zk_lock_hold_t),
+                 ngx_http_zk_lock_hold_cmp);
+    }
+
+    for (i = 0; i < n; i++) {
+
+        if (ctx && ngx_http_zk_lock_holds(ctx, &want[i])) {
+            /* already taken, or re-entry: a subrequest, a redirect */
             continue;
         }
 
@@ -121,10 +156,33 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
             }
         }
 
-        return ngx_http_zk_lock_wait(r, ctx, &spec[i], &path);
+        if (ctx->pass_conf != llcf) {
+            ctx->pass_conf = llcf;
+            ctx->pass++;
+        }
+
+        return ngx_http_zk_lock_wait(r, ctx, &want[i]);
     }
 
     return NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_hold_cmp(const void *one, const void *two)
+{
+    const ngx_http_zk_lock_hold_t  *a = one;
+    const ngx_http_zk_lock_hold_t  *b = two;
+
+    ngx_int_t  rc;
+
+    rc = ngx_memn2cmp(a->path.data, b->path.data, a->path.len, b->path.len);
+
+    if (rc == 0) {
+        rc = (ngx_int_t) a->spec->type - (ngx_int_t) b->spec->type;
+    }
+
+    return rc;
 }
 
 
@@ -264,17 +322,35 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
 }
 
 
+/*
+ * Re-entry is by path and kind of lock; the owner of a write lock has the
+ * read lock on the same path as well.
+ */
+
 static ngx_uint_t
-ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_str_t *path)
+ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *want)
 {
     ngx_uint_t                i;
+    ngx_http_zk_lock_kind_e   a, b;
     ngx_http_zk_lock_hold_t  *hold;
 
     hold = ctx->holds.elts;
+    b = ngx_http_zk_lock_kind(want->spec);
 
     for (i = 0; i < ctx->holds.nelts; i++) {
-        if (hold[i].path.len == path->len
-            && ngx_strncmp(hold[i].path.data, path->data, path->len) == 0)
+        if (hold[i].path.len != want->path.len
+            || ngx_strncmp(hold[i].path.data, want->path.data,
+                           want->path.len)
+               != 0)
+        {
+            continue;
+        }
+
+        a = ngx_http_zk_lock_kind(hold[i].spec);
+
+        if (a == b
+            || (a == NGX_HTTP_ZK_LOCK_WRITE && b == NGX_HTTP_ZK_LOCK_READ))
         {
             return 1;
         }
@@ -284,12 +360,31 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_str_t *path)
 }
 
 
+static ngx_http_zk_lock_kind_e
+ngx_http_zk_lock_kind(ngx_http_zk_lock_spec_t *spec)
+{
+    switch (spec->type) {
+
+    case NGX_HTTP_ZK_LOCK_RWLOCK_READ:
+        return NGX_HTTP_ZK_LOCK_READ;
+
+    case NGX_HTTP_ZK_LOCK_RWLOCK_WRITE:
+        return NGX_HTTP_ZK_LOCK_WRITE;
+
+    default:
+        return NGX_HTTP_ZK_LOCK_LEASE;
+    }
+}
+
+
 static ngx_int_t
 ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path)
+    ngx_http_zk_lock_hold_t *want)
 {
+    ngx_str_t                      info;
     ngx_msec_t                     timeout;
     ngx_http_zk_lock_hold_t       *hold;
+    ngx_http_zk_lock_spec_t       *spec;
     ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -300,14 +395,22 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    if (ngx_http_zk_lock_info(r, &info) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     hold = ngx_array_push(&ctx->holds);
     if (hold == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    hold->path = *path;
-    hold->spec = spec;
-    hold->node = ngx_http_zk_lock_acquire(lmcf->session, path, spec->leases,
+    spec = want->spec;
+
+    *hold = *want;
+    hold->pass = ctx->pass;
+    hold->node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
+                                          ngx_http_zk_lock_kind(spec),
+                                          spec->leases, &info,
                                           ngx_http_zk_lock_notify, ctx,
                                           r->connection->log);
 
@@ -318,7 +421,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "%s \"%V\" leases:%ui: waiting",
-                   ngx_http_zk_lock_type_name[spec->type], path,
+                   ngx_http_zk_lock_type_name[spec->type], &hold->path,
                    spec->leases);
 
     timeout = (spec->timeout != NGX_CONF_UNSET_MSEC) ? spec->timeout
@@ -338,6 +441,36 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     r->write_event_handler = ngx_http_request_empty_handler;
 
     return NGX_AGAIN;
+}
+
+
+/*
+ * The node's data tells an operator who holds it: host, worker pid,
+ * request and since when, short and bounded.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_info(ngx_http_request_t *r, ngx_str_t *info)
+{
+    u_char  *p, *last;
+
+    p = ngx_pnalloc(r->pool, NGX_HTTP_ZK_LOCK_INFO_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    info->data = p;
+    last = p + NGX_HTTP_ZK_LOCK_INFO_LEN;
+
+    p = ngx_slprintf(p, last, "%V pid %P since %V ", &ngx_cycle->hostname,
+                     ngx_pid, &ngx_cached_http_log_iso8601);
+
+    p = ngx_slprintf(p, last, "%V %V", &r->main->method_name,
+                     &r->main->unparsed_uri);
+
+    info->len = p - info->data;
+
+    return NGX_OK;
 }
 
 
@@ -458,15 +591,38 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                           &hold->path, error, zerror(error));
         }
 
-        ngx_http_zk_lock_release(hold->node);
-
-        /* the one waited for is always the last one */
-        ctx->holds.nelts--;
+        ngx_http_zk_lock_give_back(ctx);
 
         ctx->status = llcf->status;
     }
 
     ngx_http_zk_lock_resume(ctx);
+}
+
+
+/*
+ * One lock of a location could not be had: the others that location took
+ * are given back, in reverse order, as Curator's InterProcessMultiLock does
+ */
+
+static void
+ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx)
+{
+    ngx_http_zk_lock_hold_t  *hold;
+
+    hold = ctx->holds.elts;
+
+    /* they were taken last: they are at the end */
+
+    while (ctx->holds.nelts
+           && hold[ctx->holds.nelts - 1].pass == ctx->pass)
+    {
+        ctx->holds.nelts--;
+
+        if (hold[ctx->holds.nelts].node) {
+            ngx_http_zk_lock_release(hold[ctx->holds.nelts].node);
+        }
+    }
 }
 
 

@@ -79,6 +79,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NGX_HTTP_ZK_LOCK_SEMAPHORE,
       NULL },
 
+    { ngx_string("zk_rwlock"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
+      ngx_http_zk_lock,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      NGX_HTTP_ZK_LOCK_RWLOCK_READ,
+      NULL },
+
     { ngx_string("zk_lock_timeout"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_msec_slot,
@@ -316,6 +323,7 @@ ngx_http_zk_lock_check_hosts(ngx_conf_t *cf, ngx_str_t *value, u_char *last)
 /*
  * zk_mutex <path> [timeout=<time>]
  * zk_semaphore <path> leases=<n> [timeout=<time>]
+ * zk_rwlock <path> read|write [timeout=<time>]
  */
 
 static char *
@@ -346,14 +354,31 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     spec->type = cmd->offset;
     spec->name = value[1];
-    spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_MUTEX) ? 1 : 0;
+    spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
     spec->timeout = NGX_CONF_UNSET_MSEC;
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 
-    for (i = 2; i < cf->args->nelts; i++) {
+    i = 2;
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
+
+        if (ngx_strcmp(value[2].data, "write") == 0) {
+            spec->type = NGX_HTTP_ZK_LOCK_RWLOCK_WRITE;
+
+        } else if (ngx_strcmp(value[2].data, "read") != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" must be \"read\" or \"write\", "
+                               "not \"%V\"", &cmd->name, &value[2]);
+            return NGX_CONF_ERROR;
+        }
+
+        i = 3;
+    }
+
+    for ( /* void */ ; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "timeout=", 8) == 0) {
 

@@ -15,6 +15,8 @@
 
 #define NGX_HTTP_ZK_LOCK_MUTEX        1
 #define NGX_HTTP_ZK_LOCK_SEMAPHORE    2
+#define NGX_HTTP_ZK_LOCK_RWLOCK_READ  3
+#define NGX_HTTP_ZK_LOCK_RWLOCK_WRITE 4
 
 /* a lock path, as evaluated for a request; ZooKeeper allows far longer */
 #define NGX_HTTP_ZK_LOCK_MAX_PATH     1024
@@ -23,7 +25,7 @@
 typedef struct ngx_http_zk_lock_session_s  ngx_http_zk_lock_session_t;
 
 
-/* one zk_mutex or zk_semaphore directive */
+/* one zk_mutex, zk_semaphore or zk_rwlock directive */
 typedef struct {
     ngx_uint_t                    type;
     ngx_str_t                     name;       /* the path as configured */

@@ -23,6 +23,7 @@
 
 typedef struct {
     uint32_t                      seq;
+    ngx_uint_t                    write;      /* a write lock's node */
     u_char                       *name;
 } ngx_http_zk_lock_child_t;
 
@@ -72,6 +73,13 @@ static u_char *ngx_http_zk_lock_child_path(u_char *buf,
     ngx_http_zk_lock_t *lock, u_char *name);
 
 
+/* Curator's lock names: the read and write ones have the same length */
+
+static const char  *ngx_http_zk_lock_kind_name[] = {
+    "lock-", "__READ__", "__WRIT__"
+};
+
+
 static const char  *ngx_http_zk_lock_state_name[] = {
     "parked", "creating", "lost", "waiting", "held", "failed",
     "deleting", "orphan"
@@ -80,8 +88,8 @@ static const char  *ngx_http_zk_lock_state_name[] = {
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_http_zk_lock_notify_pt notify, void *data,
-    ngx_log_t *log)
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_str_t *info,
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
@@ -96,13 +104,18 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
      * so it is not allocated from the request pool
      */
 
-    node = ngx_calloc(sizeof(ngx_http_zk_lock_node_t), &s->log);
+    node = ngx_calloc(sizeof(ngx_http_zk_lock_node_t) + info->len, &s->log);
     if (node == NULL) {
         ngx_http_zk_lock_gc(lock);
         return NULL;
     }
 
+    node->info.data = (u_char *) node + sizeof(ngx_http_zk_lock_node_t);
+    node->info.len = info->len;
+    ngx_memcpy(node->info.data, info->data, info->len);
+
     node->lock = lock;
+    node->kind = kind;
     node->leases = leases;
     node->notify = notify;
     node->data = data;
@@ -482,8 +495,9 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
     lock = node->lock;
     s = lock->session;
 
-    p = ngx_sprintf(buf, "%s/_c_%*s-lock-", lock->path,
-                    (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid);
+    p = ngx_sprintf(buf, "%s/_c_%*s-%s", lock->path,
+                    (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid,
+                    ngx_http_zk_lock_kind_name[node->kind]);
     *p = '\0';
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -492,7 +506,8 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
     node->attempts++;
     node->generation = s->generation;
 
-    rc = zoo_acreate(s->zh, (char *) buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+    rc = zoo_acreate(s->zh, (char *) buf, (char *) node->info.data,
+                     (int) node->info.len, &ZOO_OPEN_ACL_UNSAFE,
                      ZOO_EPHEMERAL_SEQUENTIAL, ngx_http_zk_lock_create_done,
                      node);
 
@@ -870,16 +885,18 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
  * any of its waiters a holder (deletions further ahead leave that window as
  * it is, deletions behind do not matter), so no lease stays idle, and no
  * waiter watches the whole list.  With one lease this is Curator's "watch
- * the predecessor".
+ * the predecessor", which a write lock is.  A read lock is held while no
+ * write lock's node comes first; readers watch that first writer.
  */
 
 static void
 ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings)
 {
-    ngx_int_t                  i, j, k;
+    ngx_int_t                  i, j, k, first_write;
     ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_uint_t                 n, kinds, leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+    ngx_uint_t                 n, kinds, watch_write;
+    ngx_uint_t                 leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
     ngx_queue_t               *q, *nq;
     ngx_http_zk_lock_node_t   *node;
     ngx_http_zk_lock_child_t  *children;
@@ -898,13 +915,26 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             children[i].name = (u_char *) strings->data[i];
             children[i].seq = ngx_http_zk_lock_seq(children[i].name,
                                               ngx_strlen(children[i].name));
+
+            /* as Curator: a node whose name contains the write lock's */
+            children[i].write = (ngx_strstr(children[i].name,
+                                    ngx_http_zk_lock_kind_name[
+                                        NGX_HTTP_ZK_LOCK_WRITE])
+                                 != NULL);
         }
 
         ngx_qsort(children, n, sizeof(ngx_http_zk_lock_child_t),
                   ngx_http_zk_lock_child_cmp);
     }
 
+    for (first_write = 0; first_write < (ngx_int_t) n; first_write++) {
+        if (children[first_write].write) {
+            break;
+        }
+    }
+
     kinds = 0;
+    watch_write = 0;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
@@ -947,6 +977,24 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             continue;
         }
 
+        if (node->kind == NGX_HTTP_ZK_LOCK_READ) {
+
+            /*
+             * Readers wait for the first writer: when it goes, whether it
+             * held the lock or gave up, each reader looks again
+             */
+
+            if (i < first_write) {
+                node->state = NGX_HTTP_ZK_LOCK_HELD;
+                ngx_http_zk_lock_node_tell(node);
+
+            } else {
+                watch_write = 1;
+            }
+
+            continue;
+        }
+
         if (i < (ngx_int_t) node->leases) {
             node->state = NGX_HTTP_ZK_LOCK_HELD;
             ngx_http_zk_lock_node_tell(node);
@@ -980,6 +1028,10 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         for (k = first[j] - (ngx_int_t) leases[j]; k < first[j]; k++) {
             ngx_http_zk_lock_watch(lock, children[k].name);
         }
+    }
+
+    if (watch_write) {
+        ngx_http_zk_lock_watch(lock, children[first_write].name);
     }
 
     if (children) {

@@ -19,7 +19,10 @@
  * Curator's mutex and fair semaphore (InterProcessMutex,
  * InterProcessSemaphore): an EPHEMERAL_SEQUENTIAL child
  * "_c_<uuid>-lock-<seq>" per participant; a participant holds a lease while
- * fewer than "leases" children come before it.
+ * fewer than "leases" children come before it.  Curator's read/write lock
+ * (InterProcessReadWriteLock): children "_c_<uuid>-__READ__<seq>" and
+ * "_c_<uuid>-__WRIT__<seq>"; a writer holds when it is first, a reader when
+ * no writer comes before it.
  */
 
 
@@ -27,6 +30,13 @@ typedef struct ngx_http_zk_lock_s       ngx_http_zk_lock_t;
 typedef struct ngx_http_zk_lock_node_s  ngx_http_zk_lock_node_t;
 
 typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
+
+
+typedef enum {
+    NGX_HTTP_ZK_LOCK_LEASE = 0,     /* mutex, semaphore */
+    NGX_HTTP_ZK_LOCK_READ,
+    NGX_HTTP_ZK_LOCK_WRITE
+} ngx_http_zk_lock_kind_e;
 
 
 typedef enum {
@@ -47,6 +57,7 @@ struct ngx_http_zk_lock_node_s {
     ngx_queue_t                   queue;      /* in lock->nodes */
     ngx_http_zk_lock_t           *lock;
     ngx_http_zk_lock_state_e      state;
+    ngx_http_zk_lock_kind_e       kind;
     ngx_uint_t                    leases;
     ngx_uint_t                    generation; /* session of the znode */
     ngx_uint_t                    pending;    /* completions to come */
@@ -66,6 +77,8 @@ struct ngx_http_zk_lock_node_s {
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
     u_char                        name[64];   /* child name, null-terminated */
+
+    ngx_str_t                     info;       /* node data: the holder */
 };
 
 
@@ -84,7 +97,8 @@ struct ngx_http_zk_lock_s {
 
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
-    ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
 
