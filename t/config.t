@@ -88,6 +88,18 @@ my @bad = (
     [ 'unknown parameter',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a foo=1;'),
       qr/invalid parameter "foo=1"/ ],
+    [ 'zk_rwlock without a mode',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /a;'),
+      qr/invalid number of arguments in "zk_rwlock" directive/ ],
+    [ 'zk_rwlock with a bad mode',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /a both;'),
+      qr/"zk_rwlock" must be "read" or "write", not "both"/ ],
+    [ 'zk_rwlock with leases',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /a read leases=2;'),
+      qr/invalid parameter "leases=2"/ ],
+    [ 'zk_rwlock alone, without zk_hosts',
+      server_with('zk_rwlock /a write;'),
+      qr/"zk_rwlock" is used but "zk_hosts" is not set/ ],
     [ 'unknown parameter on zk_semaphore',
       "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=1 bar;'),
       qr/invalid parameter "bar"/ ],
@@ -276,6 +288,10 @@ my @good = (
       "zk_hosts $NO_ZK;\n"
           . server_with("zk_semaphore /s1 leases=1;\nzk_semaphore /s2 leases=100000;") ],
     [ 'zk_hosts alone (no lock directive)', "zk_hosts $NO_ZK;\n" ],
+    [ 'zk_rwlock read and write, several locks in a location',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_rwlock /rw read timeout=2s;\n"
+              . "zk_rwlock /rw2 write;\nzk_mutex /m;") ],
     [ 'no module directive at all', server_with('') ],
     [ 'status bounds 400 and 599',
       "zk_hosts $NO_ZK;\nzk_lock_status 400;\n"

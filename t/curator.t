@@ -51,6 +51,16 @@ my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be);
             zk_semaphore /c/sem leases=2 timeout=20s;
             proxy_pass http://%%BACKEND%%;
         }
+
+        location /read {
+            zk_rwlock /c/rw read timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
+
+        location /write {
+            zk_rwlock /c/rw write timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
     }
 EOF
 
@@ -162,6 +172,38 @@ subtest 'one FIFO queue for Curator and nginx' => sub {
         or diag "n1 ended $end1, Curator at " . ($c2_at // 0) / 1000
             . ", n3 ended $end3";
     no_nodes_left('fifo');
+};
+
+subtest 'InterProcessReadWriteLock and zk_rwlock' => sub {
+    $be->reset;
+
+    # a Curator reader shares with nginx readers
+    my $cr = curator('read', '/c/rw', 1500);
+    ok(expect($cr, qr/^ACQUIRED/), 'Curator holds a read lock');
+    my $r = http_get($ng->port, '/read?key=rw', timeout => 20);
+    is($r->{status}, 200, 'an nginx reader');
+    ok($r->{time} < 1, 'shares it at once');
+    ok(expect($cr, qr/^RELEASED/), 'Curator reader released');
+
+    # a Curator writer holds nginx readers back
+    my $cw = curator('write', '/c/rw', 1500);
+    ok(expect($cw, qr/^ACQUIRED/), 'Curator holds the write lock');
+    $r = http_get($ng->port, '/read?key=rw', timeout => 20);
+    my $released = expect($cw, qr/^RELEASED (\d+)/);
+    is($r->{status}, 200, 'the nginx reader gets in');
+    ok($released && $r->{end} * 1000 >= $released, 'after the writer left');
+
+    # nginx readers hold a Curator writer back
+    my $bg = fork_get('/read?key=rw2&sleep=2000');
+    ok(wait_for(sub { $be->stats('rw2')->{inflight} == 1 }, 10),
+        'an nginx reader holds');
+    my $t_held = time;
+    my $cw2 = curator('write', '/c/rw', 0);
+    my $acquired = expect($cw2, qr/^ACQUIRED (\d+)/);
+    is(wait_child($bg), 200, 'the reader finished');
+    ok($acquired && $acquired / 1000 >= $t_held + 1.5,
+        'the Curator writer waited for it');
+    no_nodes_left('rwlock');
 };
 
 unlike($ng->error_log, qr/\[(alert|crit|emerg)\]/, 'no alerts');
