@@ -25,6 +25,13 @@ typedef struct {
     ngx_http_zk_lock_spec_t      *spec;
     ngx_http_zk_lock_node_t      *node;
     ngx_uint_t                    pass;
+
+    /* who took it: a second take by another is a re-entry */
+    ngx_http_request_t           *request;
+    ngx_uint_t                    epoch;
+
+    /* semaphore v2: the mutex held while the lease is counted */
+    ngx_http_zk_lock_node_t      *mutex;
 } ngx_http_zk_lock_hold_t;
 
 
@@ -41,6 +48,9 @@ typedef struct {
     ngx_uint_t                    pass;
     void                         *pass_conf;
 
+    /* bumped by internal redirects, which clear r->ctx */
+    ngx_uint_t                    epoch;
+
     ngx_http_request_t           *request;    /* the one that waits */
     ngx_array_t                  *blocked;    /* others of the same client */
     ngx_event_t                   timer;
@@ -56,12 +66,15 @@ static ngx_int_t ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
 static ngx_int_t ngx_http_zk_lock_hold_cmp(const void *one,
     const void *two);
-static ngx_uint_t ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *want);
+static ngx_int_t ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want);
 static ngx_http_zk_lock_kind_e ngx_http_zk_lock_kind(
     ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_wait(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_step(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, char *suffix);
 static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
     ngx_str_t *info);
 static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
@@ -73,6 +86,7 @@ static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
 static void ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_cleanup(void *data);
+static void ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold);
 
 
 static const char  *ngx_http_zk_lock_type_name[] = {
@@ -118,7 +132,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     spec = llcf->locks->elts;
     n = llcf->locks->nelts;
 
-    want = ngx_palloc(r->pool, n * sizeof(ngx_http_zk_lock_hold_t));
+    want = ngx_pcalloc(r->pool, n * sizeof(ngx_http_zk_lock_hold_t));
     if (want == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -144,9 +158,24 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
 
     for (i = 0; i < n; i++) {
 
-        if (ctx && ngx_http_zk_lock_holds(ctx, &want[i])) {
-            /* already taken, or re-entry: a subrequest, a redirect */
-            continue;
+        if (ctx) {
+            switch (ngx_http_zk_lock_holds(ctx, r, &want[i])) {
+
+            case NGX_OK:
+                /* already taken, or re-entry: a subrequest, a redirect */
+                continue;
+
+            case NGX_BUSY:
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "%s \"%V\" with reentrant=off is already "
+                              "held by this request",
+                              ngx_http_zk_lock_type_name[want[i].spec->type],
+                              &want[i].path);
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+
+            default:
+                break;
+            }
         }
 
         if (ctx == NULL) {
@@ -206,6 +235,7 @@ ngx_http_zk_lock_get_ctx(ngx_http_request_t *r)
     for (cln = r->main->pool->cleanup; cln; cln = cln->next) {
         if (cln->handler == ngx_http_zk_lock_cleanup) {
             ctx = cln->data;
+            ctx->epoch++;
             ngx_http_set_ctx(r->main, ctx, ngx_http_zk_lock_module);
             return ctx;
         }
@@ -324,11 +354,13 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
 
 /*
  * Re-entry is by path and kind of lock; the owner of a write lock has the
- * read lock on the same path as well.
+ * read lock on the same path as well.  A lock taken with reentrant=off
+ * cannot be taken again (Curator's InterProcessSemaphoreMutex would wait
+ * for itself): NGX_BUSY.
  */
 
-static ngx_uint_t
-ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
+static ngx_int_t
+ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
     ngx_http_zk_lock_hold_t *want)
 {
     ngx_uint_t                i;
@@ -349,14 +381,22 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
 
         a = ngx_http_zk_lock_kind(hold[i].spec);
 
-        if (a == b
-            || (a == NGX_HTTP_ZK_LOCK_WRITE && b == NGX_HTTP_ZK_LOCK_READ))
+        if (a != b
+            && !(a == NGX_HTTP_ZK_LOCK_WRITE && b == NGX_HTTP_ZK_LOCK_READ))
         {
-            return 1;
+            continue;
         }
+
+        if (!want->spec->reentrant
+            && (hold[i].request != r || hold[i].epoch != ctx->epoch))
+        {
+            return NGX_BUSY;
+        }
+
+        return NGX_OK;
     }
 
-    return 0;
+    return NGX_DECLINED;
 }
 
 
@@ -381,7 +421,6 @@ static ngx_int_t
 ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *want)
 {
-    ngx_str_t                      info;
     ngx_msec_t                     timeout;
     ngx_http_zk_lock_hold_t       *hold;
     ngx_http_zk_lock_spec_t       *spec;
@@ -395,10 +434,6 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (ngx_http_zk_lock_info(r, &info) != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
     hold = ngx_array_push(&ctx->holds);
     if (hold == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -407,16 +442,32 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     spec = want->spec;
 
     *hold = *want;
+    hold->node = NULL;
+    hold->mutex = NULL;
     hold->pass = ctx->pass;
-    hold->node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
-                                          ngx_http_zk_lock_kind(spec),
-                                          spec->leases, &info,
-                                          ngx_http_zk_lock_notify, ctx,
-                                          r->connection->log);
+    hold->request = r;
+    hold->epoch = ctx->epoch;
 
-    if (hold->node == NULL) {
-        ctx->holds.nelts--;
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    if (spec->v2) {
+
+        /* first the protocol's mutex, "<path>/locks" */
+
+        hold->mutex = ngx_http_zk_lock_step(r, ctx, hold,
+                                            NGX_HTTP_ZK_LOCK_LEASE, 1,
+                                            "/locks");
+        if (hold->mutex == NULL) {
+            ctx->holds.nelts--;
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+    } else {
+        hold->node = ngx_http_zk_lock_step(r, ctx, hold,
+                                           ngx_http_zk_lock_kind(spec),
+                                           spec->leases, NULL);
+        if (hold->node == NULL) {
+            ctx->holds.nelts--;
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
     }
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -441,6 +492,43 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     r->write_event_handler = ngx_http_request_empty_handler;
 
     return NGX_AGAIN;
+}
+
+
+/* one node of a lock: at the lock's path, or below it ("suffix") */
+
+static ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_kind_e kind,
+    ngx_uint_t leases, char *suffix)
+{
+    size_t                         len;
+    ngx_str_t                      info, path;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    path = hold->path;
+
+    if (suffix) {
+        len = ngx_strlen(suffix);
+
+        path.data = ngx_pnalloc(r->pool, hold->path.len + len);
+        if (path.data == NULL) {
+            return NULL;
+        }
+
+        path.len = ngx_sprintf(path.data, "%V%s", &hold->path, suffix)
+                   - path.data;
+    }
+
+    if (ngx_http_zk_lock_info(r, &info) != NGX_OK) {
+        return NULL;
+    }
+
+    return ngx_http_zk_lock_acquire(lmcf->session, &path, kind, leases, &info,
+                                    ngx_http_zk_lock_notify, ctx,
+                                    r->connection->log);
 }
 
 
@@ -511,19 +599,43 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 {
     ngx_uint_t                i;
     ngx_http_zk_lock_ctx_t   *ctx;
-    ngx_http_zk_lock_hold_t  *hold;
+    ngx_http_zk_lock_hold_t  *hold, *w;
 
     ctx = node->data;
     hold = ctx->holds.elts;
 
-    if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE
-        && hold[ctx->waiting].node == node)
-    {
-        ngx_http_zk_lock_done(ctx,
-                              node->state == NGX_HTTP_ZK_LOCK_HELD
-                              ? NGX_OK : NGX_ERROR,
-                              node->error);
-        return;
+    if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
+        w = &hold[ctx->waiting];
+
+        if (node == w->mutex && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+
+            /* semaphore v2: with the mutex, count the leases */
+
+            w->node = ngx_http_zk_lock_step(ctx->request, ctx, w,
+                                            NGX_HTTP_ZK_LOCK_COUNT,
+                                            w->spec->leases, "/leases");
+            if (w->node == NULL) {
+                ngx_http_zk_lock_done(ctx, NGX_ERROR, ZSYSTEMERROR);
+            }
+
+            return;
+        }
+
+        if (node == w->node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+
+            if (w->mutex) {
+                ngx_http_zk_lock_release(w->mutex);
+                w->mutex = NULL;
+            }
+
+            ngx_http_zk_lock_done(ctx, NGX_OK, 0);
+            return;
+        }
+
+        if (node == w->node || node == w->mutex) {
+            ngx_http_zk_lock_done(ctx, NGX_ERROR, node->error);
+            return;
+        }
     }
 
     /* a lock that was held is gone with its session */
@@ -617,11 +729,7 @@ ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx)
     while (ctx->holds.nelts
            && hold[ctx->holds.nelts - 1].pass == ctx->pass)
     {
-        ctx->holds.nelts--;
-
-        if (hold[ctx->holds.nelts].node) {
-            ngx_http_zk_lock_release(hold[ctx->holds.nelts].node);
-        }
+        ngx_http_zk_lock_drop(&hold[--ctx->holds.nelts]);
     }
 }
 
@@ -674,9 +782,21 @@ ngx_http_zk_lock_cleanup(void *data)
     hold = ctx->holds.elts;
 
     for (i = 0; i < ctx->holds.nelts; i++) {
-        if (hold[i].node) {
-            ngx_http_zk_lock_release(hold[i].node);
-            hold[i].node = NULL;
-        }
+        ngx_http_zk_lock_drop(&hold[i]);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold)
+{
+    if (hold->node) {
+        ngx_http_zk_lock_release(hold->node);
+        hold->node = NULL;
+    }
+
+    if (hold->mutex) {
+        ngx_http_zk_lock_release(hold->mutex);
+        hold->mutex = NULL;
     }
 }

@@ -66,14 +66,15 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NULL },
 
     { ngx_string("zk_mutex"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE123,
       ngx_http_zk_lock,
       NGX_HTTP_LOC_CONF_OFFSET,
       NGX_HTTP_ZK_LOCK_MUTEX,
       NULL },
 
     { ngx_string("zk_semaphore"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF
+                        |NGX_CONF_TAKE2|NGX_CONF_TAKE3|NGX_CONF_TAKE4,
       ngx_http_zk_lock,
       NGX_HTTP_LOC_CONF_OFFSET,
       NGX_HTTP_ZK_LOCK_SEMAPHORE,
@@ -321,8 +322,8 @@ ngx_http_zk_lock_check_hosts(ngx_conf_t *cf, ngx_str_t *value, u_char *last)
 
 
 /*
- * zk_mutex <path> [timeout=<time>]
- * zk_semaphore <path> leases=<n> [timeout=<time>]
+ * zk_mutex <path> [timeout=<time>] [reentrant=on|off]
+ * zk_semaphore <path> leases=<n> [timeout=<time>] [protocol=v1|v2]
  * zk_rwlock <path> read|write [timeout=<time>]
  */
 
@@ -356,6 +357,8 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     spec->name = value[1];
     spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
     spec->timeout = NGX_CONF_UNSET_MSEC;
+    spec->v2 = 0;
+    spec->reentrant = 1;
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -389,6 +392,41 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             if (spec->timeout == (ngx_msec_t) NGX_ERROR) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid timeout \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+            && ngx_strncmp(value[i].data, "protocol=", 9) == 0)
+        {
+            if (ngx_strcmp(value[i].data + 9, "v2") == 0) {
+                spec->v2 = 1;
+
+            } else if (ngx_strcmp(value[i].data + 9, "v1") != 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid protocol \"%V\", "
+                                   "\"v1\" or \"v2\" expected", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        /* Curator's InterProcessSemaphoreMutex: a v2 semaphore, 1 lease */
+
+        if (spec->type == NGX_HTTP_ZK_LOCK_MUTEX
+            && ngx_strncmp(value[i].data, "reentrant=", 10) == 0)
+        {
+            if (ngx_strcmp(value[i].data + 10, "off") == 0) {
+                spec->v2 = 1;
+                spec->reentrant = 0;
+
+            } else if (ngx_strcmp(value[i].data + 10, "on") != 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid value \"%V\", \"on\" or \"off\" "
+                                   "expected", &value[i]);
                 return NGX_CONF_ERROR;
             }
 

@@ -32,6 +32,8 @@ typedef struct {
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
     ngx_uint_t                    leases;
     ngx_msec_t                    timeout;
+    unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
+    unsigned                      reentrant:1;
 } ngx_http_zk_lock_spec_t;
 
 

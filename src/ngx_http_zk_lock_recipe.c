@@ -76,7 +76,7 @@ static u_char *ngx_http_zk_lock_child_path(u_char *buf,
 /* Curator's lock names: the read and write ones have the same length */
 
 static const char  *ngx_http_zk_lock_kind_name[] = {
-    "lock-", "__READ__", "__WRIT__"
+    "lock-", "__READ__", "__WRIT__", "lease-"
 };
 
 
@@ -128,6 +128,10 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
     lock->refs++;
     ngx_queue_insert_tail(&lock->nodes, &node->queue);
+
+    if (kind == NGX_HTTP_ZK_LOCK_COUNT) {
+        lock->count = 1;
+    }
 
     if (s->connected) {
         ngx_http_zk_lock_create(node);
@@ -245,17 +249,23 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
 
 
 void
-ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, const char *path)
+ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
+    const char *path)
 {
     u_char              *p;
     ngx_http_zk_lock_t  *lock;
 
-    /* a watch is set on a child; its parent is the lock */
+    if (type == ZOO_CHILD_EVENT) {
+        /* a children watch is set on the lock itself */
+        p = (u_char *) path + ngx_strlen(path);
 
-    p = (u_char *) strrchr((char *) path, '/');
+    } else {
+        /* a data watch on a child; its parent is the lock */
+        p = (u_char *) strrchr(path, '/');
 
-    if (p == NULL || p == (u_char *) path) {
-        return;
+        if (p == NULL || p == (u_char *) path) {
+            return;
+        }
     }
 
     lock = ngx_http_zk_lock_find(s, (u_char *) path, p - (u_char *) path);
@@ -380,6 +390,7 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     lock->refs = 0;
     lock->listing = 0;
     lock->relist = 0;
+    lock->count = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -816,8 +827,19 @@ ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
                    "zk lock: list \"%s\"", lock->path);
 
-    rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
-                           ngx_http_zk_lock_children_done, lock);
+    /*
+     * Semaphore v2 leases are counted, and a change of the count is
+     * watched, as Curator does: every listing of such a lock sets the watch
+     */
+
+    if (lock->count) {
+        rc = zoo_awget_children(s->zh, (char *) lock->path,
+                                ngx_http_zk_lock_session_watcher, s,
+                                ngx_http_zk_lock_children_done, lock);
+    } else {
+        rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
+                               ngx_http_zk_lock_children_done, lock);
+    }
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -974,6 +996,18 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         }
 
         if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+            continue;
+        }
+
+        if (node->kind == NGX_HTTP_ZK_LOCK_COUNT) {
+
+            /* the listing has set the children watch */
+
+            if (n <= node->leases) {
+                node->state = NGX_HTTP_ZK_LOCK_HELD;
+                ngx_http_zk_lock_node_tell(node);
+            }
+
             continue;
         }
 

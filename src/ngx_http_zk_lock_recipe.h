@@ -22,7 +22,10 @@
  * fewer than "leases" children come before it.  Curator's read/write lock
  * (InterProcessReadWriteLock): children "_c_<uuid>-__READ__<seq>" and
  * "_c_<uuid>-__WRIT__<seq>"; a writer holds when it is first, a reader when
- * no writer comes before it.
+ * no writer comes before it.  The leases of Curator's InterProcessSemaphoreV2
+ * ("_c_<uuid>-lease-<seq>"): held while there are at most "leases" children,
+ * with a watch on the children; the mutex that the protocol takes around it
+ * is the owner's business.
  */
 
 
@@ -35,7 +38,8 @@ typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
 typedef enum {
     NGX_HTTP_ZK_LOCK_LEASE = 0,     /* mutex, semaphore */
     NGX_HTTP_ZK_LOCK_READ,
-    NGX_HTTP_ZK_LOCK_WRITE
+    NGX_HTTP_ZK_LOCK_WRITE,
+    NGX_HTTP_ZK_LOCK_COUNT          /* a lease of Curator's semaphore v2 */
 } ngx_http_zk_lock_kind_e;
 
 
@@ -92,6 +96,7 @@ struct ngx_http_zk_lock_s {
     ngx_uint_t                    refs;       /* nodes and completions */
     unsigned                      listing:1;
     unsigned                      relist:1;
+    unsigned                      count:1;    /* lists with a watch */
     u_char                        path[1];
 };
 
@@ -106,7 +111,7 @@ void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s,
-    const char *path);
+    int type, const char *path);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */

@@ -527,7 +527,7 @@ ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
                    "zk lock: watch event %d on \"%s\"", type, path);
 
     if (path && path[0] == '/') {
-        ngx_http_zk_lock_recipe_watch(s, path);
+        ngx_http_zk_lock_recipe_watch(s, type, path);
     }
 }
 

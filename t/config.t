@@ -88,6 +88,18 @@ my @bad = (
     [ 'unknown parameter',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a foo=1;'),
       qr/invalid parameter "foo=1"/ ],
+    [ 'bad reentrant value',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a reentrant=no;'),
+      qr/invalid value "reentrant=no", "on" or "off" expected/ ],
+    [ 'reentrant on a semaphore',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /a leases=2 reentrant=off;'),
+      qr/invalid parameter "reentrant=off"/ ],
+    [ 'bad protocol',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /a leases=2 protocol=v3;'),
+      qr/invalid protocol "protocol=v3", "v1" or "v2" expected/ ],
+    [ 'protocol on a mutex',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a protocol=v2;'),
+      qr/invalid parameter "protocol=v2"/ ],
     [ 'zk_rwlock without a mode',
       "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /a;'),
       qr/invalid number of arguments in "zk_rwlock" directive/ ],
@@ -169,14 +181,15 @@ EOF
 EOF
       qr/"zk_session_timeout" directive is not allowed here/ ],
     [ 'zk_mutex with too many arguments',
-      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a timeout=1s extra;'),
+      "zk_hosts $NO_ZK;\n"
+          . server_with('zk_mutex /a timeout=1s reentrant=off extra;'),
       qr/invalid number of arguments in "zk_mutex" directive/ ],
     [ 'zk_mutex without arguments',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex;'),
       qr/invalid number of arguments in "zk_mutex" directive/ ],
     [ 'zk_semaphore with too many arguments',
       "zk_hosts $NO_ZK;\n"
-          . server_with('zk_semaphore /s leases=1 timeout=1s extra;'),
+          . server_with('zk_semaphore /s leases=1 timeout=1s protocol=v2 x;'),
       qr/invalid number of arguments in "zk_semaphore" directive/ ],
 );
 
@@ -292,6 +305,10 @@ my @good = (
       "zk_hosts $NO_ZK;\n"
           . server_with("zk_rwlock /rw read timeout=2s;\n"
               . "zk_rwlock /rw2 write;\nzk_mutex /m;") ],
+    [ 'semaphore v2 and a non-reentrant mutex',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_semaphore /v2 leases=3 protocol=v2 timeout=1s;\n"
+              . "zk_mutex /nr reentrant=off;\nzk_mutex /r reentrant=on;") ],
     [ 'no module directive at all', server_with('') ],
     [ 'status bounds 400 and 599',
       "zk_hosts $NO_ZK;\nzk_lock_status 400;\n"
