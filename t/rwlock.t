@@ -33,10 +33,16 @@ my $conf = <<'EOF';
         }
 
         # the writer reads through a redirect: it holds the read lock too
+        # (try_files runs after the lock is taken)
         location /wr {
             zk_rwlock /rw/doc write timeout=3s;
-            error_page 418 = /r;
-            return 418;
+            root %%PREFIX%%;
+            try_files /nonexistent @read;
+        }
+
+        location @read {
+            zk_rwlock /rw/doc read timeout=3s;
+            proxy_pass http://%%BACKEND%%;
         }
 
         # two locks in opposite orders: taken in one global order

@@ -1,0 +1,99 @@
+package ZkLock::Curator;
+
+# Apache Curator 5.4 participants (Debian's jars) for the interop tests,
+# and requests run in the background while a test watches ZooKeeper.
+#
+#   curator_prereqs();                      # skip, or BAIL_OUT under CI
+#   my $c = curator($zk, 'mutex', '/path', $hold_ms [, $leases, $wait_ms]);
+#   my $ms = curator_expect($c, qr/^ACQUIRED (\d+)/);   # epoch ms, or undef
+#   my $bg = bg_get($port, $uri);  my ($status, $end) = bg_wait($bg);
+
+use strict;
+use warnings;
+use Exporter 'import';
+use IO::Select;
+use POSIX ();
+use Test::More;
+use Time::HiRes qw(time);
+use ZkLock::Test;
+
+our @EXPORT = qw(curator_prereqs curator curator_expect bg_get bg_wait);
+
+my @JARS = map { "/usr/share/java/$_.jar" }
+    qw(curator-recipes curator-framework slf4j-nop);
+my $CP;
+
+sub curator_prereqs {
+    my $javac = `which javac 2>/dev/null`;
+    chomp $javac;
+
+    unless ($javac && !grep { !-f } @JARS) {
+        my $why = 'javac or the Curator jars are missing (apt-get install '
+            . 'default-jdk-headless libcurator-recipes-java)';
+        BAIL_OUT($why) if ($ENV{CI} // '') =~ /^(1|true|yes)$/i;
+        plan skip_all => $why;
+    }
+
+    my $classes = tempdir('curator');
+    my $cp = join ':', @JARS;
+    my $out = `$javac -nowarn -d $classes -cp $cp $ZkLock::Test::LIB_DIR/CuratorLock.java 2>&1`;
+    $? == 0 or BAIL_OUT("cannot compile t/lib/CuratorLock.java: $out");
+
+    $CP = "$cp:$classes";
+}
+
+# java CuratorLock <hosts> <kind> <path> <hold ms> [leases] [wait ms]
+sub curator {
+    my ($zk, @args) = @_;
+    my $hosts = ref $zk ? $zk->hosts : $zk;
+    my $pid = open(my $fh, '-|', 'java', '-cp', $CP, 'CuratorLock', $hosts,
+        @args) // die "java: $!";
+    ZkLock::Test::_register($pid, 'curator');
+    return { pid => $pid, fh => $fh, sel => IO::Select->new($fh) };
+}
+
+# the first capture (or the line) of the next line matching $re; the pipe
+# is read with sysread: a buffered readline would hide lines from select
+sub curator_expect {
+    my ($c, $re, $timeout) = @_;
+    my $deadline = time + ($timeout // 30);
+    $c->{buf} //= '';
+
+    for (;;) {
+        while ($c->{buf} =~ s/^([^\n]*)\n//) {
+            my $line = $1;
+            return ($1 // $line) if $line =~ $re;
+        }
+
+        my $left = $deadline - time;
+        return undef if $left <= 0 || !$c->{sel}->can_read($left);
+        return undef unless sysread($c->{fh}, $c->{buf}, 4096,
+            length $c->{buf});
+    }
+}
+
+sub bg_get {
+    my ($port, $uri) = @_;
+    pipe(my $r, my $w) or die "pipe: $!";
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        close $r;
+        my $res = http_get($port, $uri, timeout => 30);
+        print $w "$res->{status} $res->{end}\n";
+        close $w;
+        POSIX::_exit(0);
+    }
+    close $w;
+    return { pid => $pid, fh => $r };
+}
+
+# its status, and in list context the time it ended
+sub bg_wait {
+    my ($bg) = @_;
+    my $line = readline($bg->{fh}) // '0 0';
+    waitpid $bg->{pid}, 0;
+    my ($status, $end) = split ' ', $line;
+    return wantarray ? ($status, $end) : $status;
+}
+
+1;
