@@ -504,6 +504,7 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 {
     size_t                         len;
     ngx_str_t                      info, path;
+    ngx_http_zk_lock_counter_t    *counter;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
@@ -526,9 +527,22 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         return NULL;
     }
 
-    return ngx_http_zk_lock_acquire(lmcf->session, &path, kind, leases, &info,
-                                    ngx_http_zk_lock_notify, ctx,
-                                    r->connection->log);
+    counter = NULL;
+
+    /* not for the mutex of the v2 protocol */
+
+    if (hold->spec->counter.len
+        && (suffix == NULL || kind == NGX_HTTP_ZK_LOCK_COUNT))
+    {
+        counter = ngx_http_zk_lock_counter(lmcf->session, &hold->spec->counter);
+        if (counter == NULL) {
+            return NULL;
+        }
+    }
+
+    return ngx_http_zk_lock_acquire(lmcf->session, &path, kind, leases,
+                                    counter, &info, ngx_http_zk_lock_notify,
+                                    ctx, r->connection->log);
 }
 
 

@@ -20,6 +20,7 @@ static char *ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static ngx_int_t ngx_http_zk_lock_check_path(ngx_str_t *path);
 static ngx_int_t ngx_http_zk_lock_check_hosts(ngx_conf_t *cf,
     ngx_str_t *value, u_char *last);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -73,8 +74,7 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NULL },
 
     { ngx_string("zk_semaphore"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF
-                        |NGX_CONF_TAKE2|NGX_CONF_TAKE3|NGX_CONF_TAKE4,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_2MORE,
       ngx_http_zk_lock,
       NGX_HTTP_LOC_CONF_OFFSET,
       NGX_HTTP_ZK_LOCK_SEMAPHORE,
@@ -287,6 +287,39 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* an absolute path of literal segments, as zk_hosts' chroot */
+
+static ngx_int_t
+ngx_http_zk_lock_check_path(ngx_str_t *path)
+{
+    u_char     *p, *last;
+    ngx_str_t   seg;
+
+    p = path->data;
+    last = p + path->len;
+
+    if (path->len < 2 || *p != '/') {
+        return NGX_ERROR;
+    }
+
+    while (p < last) {
+        seg.data = ++p;
+        p = ngx_strlchr(p, last, '/');
+        if (p == NULL) {
+            p = last;
+        }
+
+        seg.len = p - seg.data;
+
+        if (ngx_http_zk_lock_check_segment(&seg, 0) != NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
 /* a list of host:port, checked here rather than by the client at run time */
 
 static ngx_int_t
@@ -334,7 +367,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_int_t                      n;
     ngx_str_t                     *value, s;
-    ngx_uint_t                     i;
+    ngx_uint_t                     i, j;
     ngx_http_zk_lock_spec_t       *spec;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -359,6 +392,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     spec->timeout = NGX_CONF_UNSET_MSEC;
     spec->v2 = 0;
     spec->reentrant = 1;
+    ngx_str_null(&spec->counter);
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -434,9 +468,28 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
 
         if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
-            && ngx_strncmp(value[i].data, "leases=", 7) == 0)
+            && ngx_strncmp(value[i].data, "leases=zk:", 10) == 0)
         {
-            n = ngx_atoi(value[i].data + 7, value[i].len - 7);
+            spec->counter.data = value[i].data + 10;
+            spec->counter.len = value[i].len - 10;
+
+            if (ngx_http_zk_lock_check_path(&spec->counter) != NGX_OK) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid lease count path in \"%V\"",
+                                   &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+            && (ngx_strncmp(value[i].data, "leases=", 7) == 0
+                || ngx_strncmp(value[i].data, "leases_default=", 15) == 0))
+        {
+            j = (value[i].data[6] == '=') ? 7 : 15;
+
+            n = ngx_atoi(value[i].data + j, value[i].len - j);
             if (n == NGX_ERROR || n < 1) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid number of leases \"%V\"",
@@ -455,7 +508,10 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (spec->leases == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"%V\" must have \"leases\" parameter",
+                           spec->counter.len
+                           ? "\"%V\" with \"leases=zk:\" must have "
+                             "\"leases_default\" parameter"
+                           : "\"%V\" must have \"leases\" parameter",
                            &cmd->name);
         return NGX_CONF_ERROR;
     }

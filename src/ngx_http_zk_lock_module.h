@@ -30,7 +30,8 @@ typedef struct {
     ngx_uint_t                    type;
     ngx_str_t                     name;       /* the path as configured */
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
-    ngx_uint_t                    leases;
+    ngx_uint_t                    leases;     /* or the default of: */
+    ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_msec_t                    timeout;
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;

@@ -31,6 +31,12 @@ typedef struct {
 typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
 
 
+static void ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c);
+static void ngx_http_zk_lock_counter_done(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
+static void ngx_http_zk_lock_counter_exists(int rc, const struct Stat *stat,
+    const void *data);
+static ngx_uint_t ngx_http_zk_lock_counter_parse(u_char *p, int len);
 static void ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_visit_pt visit);
 static ngx_uint_t ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node);
@@ -88,7 +94,8 @@ static const char  *ngx_http_zk_lock_state_name[] = {
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_str_t *info,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     ngx_http_zk_lock_t       *lock;
@@ -117,6 +124,7 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     node->lock = lock;
     node->kind = kind;
     node->leases = leases;
+    node->counter = counter;
     node->notify = notify;
     node->data = data;
     node->log = log;
@@ -200,6 +208,16 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 void
 ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
 {
+    ngx_queue_t  *q;
+
+    for (q = ngx_queue_head(&s->counters);
+         q != ngx_queue_sentinel(&s->counters);
+         q = ngx_queue_next(q))
+    {
+        ngx_http_zk_lock_counter_read(
+                          ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue));
+    }
+
     ngx_http_zk_lock_visit(s, ngx_http_zk_lock_reconnect);
 }
 
@@ -214,6 +232,204 @@ void
 ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
 {
     ngx_http_zk_lock_visit(s, ngx_http_zk_lock_expire);
+}
+
+
+ngx_http_zk_lock_counter_t *
+ngx_http_zk_lock_counter(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
+{
+    ngx_queue_t                 *q;
+    ngx_http_zk_lock_counter_t  *c;
+
+    for (q = ngx_queue_head(&s->counters);
+         q != ngx_queue_sentinel(&s->counters);
+         q = ngx_queue_next(q))
+    {
+        c = ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue);
+
+        if (ngx_strncmp(c->path, path->data, path->len) == 0
+            && c->path[path->len] == '\0')
+        {
+            return c;
+        }
+    }
+
+    /* one per configured path, kept as long as the worker lives */
+
+    c = ngx_calloc(offsetof(ngx_http_zk_lock_counter_t, path) + path->len + 1,
+                   &s->log);
+    if (c == NULL) {
+        return NULL;
+    }
+
+    c->session = s;
+    ngx_memcpy(c->path, path->data, path->len);
+    ngx_queue_insert_tail(&s->counters, &c->queue);
+
+    ngx_http_zk_lock_counter_read(c);
+
+    return c;
+}
+
+
+static void
+ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = c->session;
+
+    if (!s->connected || c->reading) {
+        return;
+    }
+
+    rc = zoo_awget(s->zh, (char *) c->path, ngx_http_zk_lock_session_watcher,
+                   s, ngx_http_zk_lock_counter_done, c);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_awget(\"%s\") failed (%d: %s)",
+                      c->path, rc, zerror(rc));
+        return;
+    }
+
+    c->reading = 1;
+    ngx_http_zk_lock_session_post_update(s);
+}
+
+
+static void
+ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_counter_t  *c = (ngx_http_zk_lock_counter_t *) data;
+
+    ngx_uint_t                   old;
+    ngx_queue_t                 *lq, *q;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_node_t     *node;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = c->session;
+    c->reading = 0;
+
+    if (s->exiting) {
+        return;
+    }
+
+    old = c->value;
+
+    if (rc == ZOK) {
+        c->value = ngx_http_zk_lock_counter_parse((u_char *) value,
+                                                  value_len);
+        if (c->value == 0) {
+            ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+                          "lease count in \"%s\" is invalid, "
+                          "using leases_default", c->path);
+        }
+
+    } else if (rc == ZNONODE) {
+        c->value = 0;
+
+        if (old) {
+            ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+                          "lease count \"%s\" is missing, "
+                          "using leases_default", c->path);
+        }
+
+        /* to hear of its creation */
+        (void) zoo_awexists(s->zh, (char *) c->path,
+                            ngx_http_zk_lock_session_watcher, s,
+                            ngx_http_zk_lock_counter_exists, c);
+
+    } else {
+        /* read again once connected */
+        return;
+    }
+
+    if (c->value == old) {
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_NOTICE, &s->log, 0,
+                  "lease count \"%s\" is now %ui", c->path, c->value);
+
+    /* the locks that count on it are evaluated again */
+
+    for (lq = ngx_queue_head(&s->all);
+         lq != ngx_queue_sentinel(&s->all);
+         lq = ngx_queue_next(lq))
+    {
+        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+
+        for (q = ngx_queue_head(&lock->nodes);
+             q != ngx_queue_sentinel(&lock->nodes);
+             q = ngx_queue_next(q))
+        {
+            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+            if (node->counter == c) {
+                ngx_http_zk_lock_relist(lock);
+                break;
+            }
+        }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_counter_exists(int rc, const struct Stat *stat,
+    const void *data)
+{
+    ngx_http_zk_lock_counter_t  *c = (ngx_http_zk_lock_counter_t *) data;
+
+    if (rc == ZOK && !c->session->exiting) {
+        /* created between the read and the watch */
+        ngx_http_zk_lock_counter_read(c);
+    }
+}
+
+
+/*
+ * Curator's SharedCount is a 4-byte big-endian integer; ASCII decimal is
+ * easier to set by hand
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_counter_parse(u_char *p, int len)
+{
+    int        i;
+    ngx_int_t  n;
+
+    if (p == NULL || len <= 0) {
+        return 0;
+    }
+
+    while (len && (p[len - 1] == '\n' || p[len - 1] == ' ')) {
+        len--;
+    }
+
+    for (i = 0; i < len && p[i] >= '0' && p[i] <= '9'; i++) {
+        /* void */
+    }
+
+    if (i == len && len > 0) {
+        n = ngx_atoi(p, len);
+        return (n > 0) ? (ngx_uint_t) n : 0;
+    }
+
+    /*
+     * Four bytes of text ("many") are not a count: a big-endian one below
+     * 2^24 starts with a zero byte
+     */
+
+    if (len == 4 && p[0] == 0) {
+        n = (ngx_int_t) p[1] << 16 | p[2] << 8 | p[3];
+        return (n > 0) ? (ngx_uint_t) n : 0;
+    }
+
+    return 0;
 }
 
 
@@ -245,6 +461,12 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
         lock->refs = 0;
         ngx_http_zk_lock_gc(lock);
     }
+
+    while (!ngx_queue_empty(&s->counters)) {
+        q = ngx_queue_head(&s->counters);
+        ngx_queue_remove(q);
+        ngx_free(ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue));
+    }
 }
 
 
@@ -252,8 +474,22 @@ void
 ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
     const char *path)
 {
-    u_char              *p;
-    ngx_http_zk_lock_t  *lock;
+    u_char                      *p;
+    ngx_queue_t                 *q;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_counter_t  *c;
+
+    for (q = ngx_queue_head(&s->counters);
+         q != ngx_queue_sentinel(&s->counters);
+         q = ngx_queue_next(q))
+    {
+        c = ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue);
+
+        if (ngx_strcmp(c->path, path) == 0) {
+            ngx_http_zk_lock_counter_read(c);
+            return;
+        }
+    }
 
     if (type == ZOO_CHILD_EVENT) {
         /* a children watch is set on the lock itself */
@@ -917,7 +1153,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 {
     ngx_int_t                  i, j, k, first_write;
     ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_uint_t                 n, kinds, watch_write;
+    ngx_uint_t                 n, kinds, watch_write, leases_now;
     ngx_uint_t                 leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
     ngx_queue_t               *q, *nq;
     ngx_http_zk_lock_node_t   *node;
@@ -979,9 +1215,12 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
         i = ngx_http_zk_lock_index(node, children, n);
 
+        leases_now = (node->counter && node->counter->value)
+                     ? node->counter->value : node->leases;
+
         ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
                        "zk lock: \"%s/%s\" index:%i leases:%ui",
-                       lock->path, node->name, i, node->leases);
+                       lock->path, node->name, i, leases_now);
 
         if (i == NGX_ERROR) {
 
@@ -1003,7 +1242,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
             /* the listing has set the children watch */
 
-            if (n <= node->leases) {
+            if (n <= leases_now) {
                 node->state = NGX_HTTP_ZK_LOCK_HELD;
                 ngx_http_zk_lock_node_tell(node);
             }
@@ -1029,7 +1268,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             continue;
         }
 
-        if (i < (ngx_int_t) node->leases) {
+        if (i < (ngx_int_t) leases_now) {
             node->state = NGX_HTTP_ZK_LOCK_HELD;
             ngx_http_zk_lock_node_tell(node);
             continue;
@@ -1038,7 +1277,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         /* the first waiter of each lease count */
 
         for (j = 0; j < (ngx_int_t) kinds; j++) {
-            if (leases[j] == node->leases) {
+            if (leases[j] == leases_now) {
                 break;
             }
         }
@@ -1047,12 +1286,12 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             first[j] = ngx_min(first[j], i);
 
         } else if (kinds < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
-            leases[kinds] = node->leases;
+            leases[kinds] = leases_now;
             first[kinds++] = i;
 
         } else {
             /* not worth a bigger table: this one watches for itself */
-            for (k = i - (ngx_int_t) node->leases; k < i; k++) {
+            for (k = i - (ngx_int_t) leases_now; k < i; k++) {
                 ngx_http_zk_lock_watch(lock, children[k].name);
             }
         }

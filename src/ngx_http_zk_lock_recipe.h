@@ -29,8 +29,9 @@
  */
 
 
-typedef struct ngx_http_zk_lock_s       ngx_http_zk_lock_t;
-typedef struct ngx_http_zk_lock_node_s  ngx_http_zk_lock_node_t;
+typedef struct ngx_http_zk_lock_s          ngx_http_zk_lock_t;
+typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
+typedef struct ngx_http_zk_lock_counter_s  ngx_http_zk_lock_counter_t;
 
 typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
 
@@ -62,7 +63,8 @@ struct ngx_http_zk_lock_node_s {
     ngx_http_zk_lock_t           *lock;
     ngx_http_zk_lock_state_e      state;
     ngx_http_zk_lock_kind_e       kind;
-    ngx_uint_t                    leases;
+    ngx_uint_t                    leases;     /* unless the counter says */
+    ngx_http_zk_lock_counter_t   *counter;
     ngx_uint_t                    generation; /* session of the znode */
     ngx_uint_t                    pending;    /* completions to come */
     ngx_uint_t                    attempts;   /* creates tried */
@@ -101,9 +103,26 @@ struct ngx_http_zk_lock_s {
 };
 
 
+/*
+ * A lease count kept in a znode (Curator's SharedCount: a 4-byte big-endian
+ * integer; ASCII decimal too), read and watched by every worker.
+ */
+
+struct ngx_http_zk_lock_counter_s {
+    ngx_queue_t                   queue;      /* in session->counters */
+    ngx_http_zk_lock_session_t   *session;
+    ngx_uint_t                    value;      /* 0: unknown, use the default */
+    unsigned                      reading:1;
+    u_char                        path[1];
+};
+
+
+ngx_http_zk_lock_counter_t *ngx_http_zk_lock_counter(
+    ngx_http_zk_lock_session_t *s, ngx_str_t *path);
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_str_t *info,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
 

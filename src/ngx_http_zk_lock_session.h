@@ -44,6 +44,7 @@ struct ngx_http_zk_lock_session_s {
     ngx_rbtree_t                  locks;      /* ngx_http_zk_lock_t by path */
     ngx_rbtree_node_t             sentinel;
     ngx_queue_t                   all;        /* the same locks, as a list */
+    ngx_queue_t                   counters;   /* lease counts from znodes */
 
     uint64_t                      uuid_key[2];
     uint64_t                      uuid_seq;

@@ -190,7 +190,14 @@ EOF
     [ 'zk_semaphore with too many arguments',
       "zk_hosts $NO_ZK;\n"
           . server_with('zk_semaphore /s leases=1 timeout=1s protocol=v2 x;'),
-      qr/invalid number of arguments in "zk_semaphore" directive/ ],
+      qr/invalid parameter "x"/ ],
+    [ 'leases=zk: without leases_default',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=zk:/c/n;'),
+      qr/"zk_semaphore" with "leases=zk:" must have "leases_default" parameter/ ],
+    [ 'leases=zk: with a bad path',
+      "zk_hosts $NO_ZK;\n"
+          . server_with('zk_semaphore /s leases=zk:c/../n leases_default=2;'),
+      qr/invalid lease count path in "leases=zk:c\/..\/n"/ ],
 );
 
 # The nginx.conf line an "[emerg] ... in FILE:LINE" message points at (the
@@ -305,6 +312,10 @@ my @good = (
       "zk_hosts $NO_ZK;\n"
           . server_with("zk_rwlock /rw read timeout=2s;\n"
               . "zk_rwlock /rw2 write;\nzk_mutex /m;") ],
+    [ 'lease count from a znode',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_semaphore /z leases=zk:/config/n leases_default=3 "
+              . "protocol=v2 timeout=1s;") ],
     [ 'semaphore v2 and a non-reentrant mutex',
       "zk_hosts $NO_ZK;\n"
           . server_with("zk_semaphore /v2 leases=3 protocol=v2 timeout=1s;\n"

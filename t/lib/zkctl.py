@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import struct
 import sys
 import threading
 import time
@@ -135,6 +136,16 @@ def cmd_create(client, args):
     out({"node": node})
 
 
+def cmd_set(client, args):
+    """Set a node's data, creating it; --int stores a 4-byte big-endian
+    integer, as Curator's SharedCount does."""
+    data = (struct.pack(">i", int(args.data)) if args.int
+            else args.data.encode())
+    client.ensure_path(args.path)
+    client.set(args.path, data)
+    out({"node": args.path})
+
+
 def cmd_delete(client, args):
     try:
         client.delete(args.path, recursive=args.recursive)
@@ -226,6 +237,11 @@ def parse_args(argv):
     c.add_argument("--data")
     c.add_argument("--makepath", action="store_true")
 
+    st = sub.add_parser("set")
+    st.add_argument("path")
+    st.add_argument("--data", required=True)
+    st.add_argument("--int", action="store_true")
+
     d = sub.add_parser("delete")
     d.add_argument("path")
     d.add_argument("--recursive", action="store_true")
@@ -250,6 +266,7 @@ COMMANDS = {
     "ephemerals": cmd_ephemerals,
     "get": cmd_get,
     "create": cmd_create,
+    "set": cmd_set,
     "delete": cmd_delete,
     "hold": cmd_hold,
     "wait-gone": cmd_wait_gone,

@@ -172,7 +172,7 @@ our @EXPORT = qw(
     require_prereqs module_path
     zk_start zk_ensemble_start backend_start nginx_start nginx_test_conf
     http_get http_parallel http_abort_after
-    zk_children zk_tree zk_ephemerals zk_get zk_create zk_delete
+    zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
     zk_wait_gone zk_hold zk_4lw
     wait_for free_port proc_wait pid_alive started_pids tempdir
 );
@@ -560,6 +560,13 @@ sub zk_create {
     push @a, '--makepath'  if $opt{makepath};
     push @a, '--data', $opt{data} if defined $opt{data};
     return _zkctl($hosts, @a)->{node};
+}
+
+# set a node's data (creating it); int => 1 stores a 4-byte big-endian int
+sub zk_set {
+    my ($hosts, $path, $data, %opt) = @_;
+    return _zkctl($hosts, 'set', $path, '--data', $data,
+        $opt{int} ? '--int' : ())->{node};
 }
 
 sub zk_delete {
