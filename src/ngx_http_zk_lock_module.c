@@ -20,6 +20,8 @@ static char *ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static ngx_int_t ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value,
+    size_t skip, char *yes, char *no);
 static ngx_int_t ngx_http_zk_lock_check_path(ngx_str_t *path);
 static ngx_int_t ngx_http_zk_lock_check_hosts(ngx_conf_t *cf,
     ngx_str_t *value, u_char *last);
@@ -287,6 +289,28 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* "name=yes" is 1, "name=no" is 0 */
+
+static ngx_int_t
+ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
+    char *yes, char *no)
+{
+    if (ngx_strcmp(value->data + skip, yes) == 0) {
+        return 1;
+    }
+
+    if (ngx_strcmp(value->data + skip, no) == 0) {
+        return 0;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\", \"%s\" or \"%s\" expected",
+                       value, no, yes);
+
+    return NGX_ERROR;
+}
+
+
 /* an absolute path of literal segments, as zk_hosts' chroot */
 
 static ngx_int_t
@@ -435,16 +459,12 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
             && ngx_strncmp(value[i].data, "protocol=", 9) == 0)
         {
-            if (ngx_strcmp(value[i].data + 9, "v2") == 0) {
-                spec->v2 = 1;
-
-            } else if (ngx_strcmp(value[i].data + 9, "v1") != 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid protocol \"%V\", "
-                                   "\"v1\" or \"v2\" expected", &value[i]);
+            n = ngx_http_zk_lock_choice(cf, &value[i], 9, "v2", "v1");
+            if (n == NGX_ERROR) {
                 return NGX_CONF_ERROR;
             }
 
+            spec->v2 = n;
             continue;
         }
 
@@ -453,17 +473,13 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         if (spec->type == NGX_HTTP_ZK_LOCK_MUTEX
             && ngx_strncmp(value[i].data, "reentrant=", 10) == 0)
         {
-            if (ngx_strcmp(value[i].data + 10, "off") == 0) {
-                spec->v2 = 1;
-                spec->reentrant = 0;
-
-            } else if (ngx_strcmp(value[i].data + 10, "on") != 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid value \"%V\", \"on\" or \"off\" "
-                                   "expected", &value[i]);
+            n = ngx_http_zk_lock_choice(cf, &value[i], 10, "off", "on");
+            if (n == NGX_ERROR) {
                 return NGX_CONF_ERROR;
             }
 
+            spec->v2 = n;
+            spec->reentrant = !n;
             continue;
         }
 

@@ -96,7 +96,7 @@ my @bad = (
       qr/invalid parameter "reentrant=off"/ ],
     [ 'bad protocol',
       "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /a leases=2 protocol=v3;'),
-      qr/invalid protocol "protocol=v3", "v1" or "v2" expected/ ],
+      qr/invalid value "protocol=v3", "v1" or "v2" expected/ ],
     [ 'protocol on a mutex',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a protocol=v2;'),
       qr/invalid parameter "protocol=v2"/ ],

@@ -146,42 +146,6 @@ sub spew {
     close $fh or die "$file: $!";
 }
 
-# http_parallel in a forked child, so that the test can look at ZooKeeper
-# while the requests run. bg_wait returns the results.
-my @BG;
-sub bg_parallel {
-    my ($reqs, %opt) = @_;
-    my $file = tempdir('bg') . '/res.json';
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if (!$pid) {
-        my $res = eval { http_parallel($reqs, %opt) } || [];
-        if (open my $fh, '>', $file) {
-            print {$fh} JSON::PP->new->utf8->encode($res);
-            close $fh;
-        }
-        POSIX::_exit(0);    # no END blocks (harness cleanup, Test::More)
-    }
-    push @BG, $pid;
-    return { pid => $pid, file => $file };
-}
-
-sub bg_wait {
-    my ($bg, $timeout) = @_;
-    my $done = wait_for(sub { waitpid($bg->{pid}, POSIX::WNOHANG()) != 0 },
-        $timeout // 40, 0.02);
-    if (!$done) {
-        kill 'KILL', $bg->{pid};
-        waitpid($bg->{pid}, 0);
-    }
-    @BG = grep { $_ != $bg->{pid} } @BG;
-    open my $fh, '<', $bg->{file} or return [];
-    local $/;
-    return JSON::PP->new->utf8->decode(<$fh> // '[]');
-}
-
-END { kill 'KILL', @BG if @BG }
-
 # After every scenario: no ephemeral node left under /p.
 sub no_ephemerals {
     my ($what, $timeout) = @_;
@@ -208,7 +172,7 @@ subtest 'path from $arg_tenant: per-tenant mutex' => sub {
         }
     }
     my $t0 = time;
-    my $bg = bg_parallel(\@reqs, timeout => 30);
+    my $bg = http_parallel_bg(\@reqs, timeout => 30);
 
     # While they run: the waiters' nodes, in Curator's name format.
     my (%seen, $most);
@@ -220,7 +184,7 @@ subtest 'path from $arg_tenant: per-tenant mutex' => sub {
         return time - $t0 > 1.2 || waitpid($bg->{pid}, POSIX::WNOHANG()) != 0
             ? 1 : 0;
     }, 10, 0.05);
-    my $res = bg_wait($bg);
+    my $res = http_parallel_collect($bg);
     my $took = time - $t0;
 
     is(statuses($res), join(',', (200) x 10), 'all 10 requests 200');
@@ -461,7 +425,7 @@ subtest 'nested locations inherit the outer lock' => sub {
     my $h = zk_hold($zk, '/p/outer', name => $FOREIGN, seconds => 60);
     my @reqs = ((map { [$P, "/outer/own/x?key=own&sleep=600&id=$_"] } 1 .. 5),
         [$P, '/outer/inner/x?key=blocked', { timeout => 3.5 }]);
-    my $bg = bg_parallel(\@reqs, timeout => 20);
+    my $bg = http_parallel_bg(\@reqs, timeout => 20);
     my @nodes;
     wait_for(sub {
         @nodes = zk_children($zk, '/p/outer');
@@ -469,7 +433,7 @@ subtest 'nested locations inherit the outer lock' => sub {
     }, 3, 0.05);
     is(scalar(@nodes), 2, 'the /outer/inner/ request waits on /p/outer')
         or diag explain \@nodes;
-    $res = bg_wait($bg);
+    $res = http_parallel_collect($bg);
     my @own = @$res[0 .. 4];
     is(statuses(\@own), '200,200,200,200,200', '/outer/own/ all 200 while /p/outer is held');
     my $st = $be->stats('own');
@@ -552,7 +516,7 @@ subtest 'subrequests (SSI)' => sub {
     $be->reset;
     my $h = zk_hold($zk, '/p/o', name => $FOREIGN, seconds => 60);
     my $t0 = time;
-    my $bg = bg_parallel([[$P, '/ssi2/index.html']], timeout => 20);
+    my $bg = http_parallel_bg([[$P, '/ssi2/index.html']], timeout => 20);
     my (@s2, @o);
     my $seen = wait_for(sub {
         @s2 = zk_children($zk, '/p/s2');
@@ -567,7 +531,7 @@ subtest 'subrequests (SSI)' => sub {
     is($be->stats('other')->{count}, 0, 'the subrequest did not run meanwhile');
     my $held = time - $t0;
     $h->release;
-    $res = bg_wait($bg);
+    $res = http_parallel_collect($bg);
     $r = $res->[0];
     is($r->{status}, 200, 'page completes once /p/o is free');
     # The second include waited behind the first one's acquisition, then

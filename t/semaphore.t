@@ -72,49 +72,6 @@ my ($PA, $PB) = ($A->port, $B->port);
 
 # ------------------------------------------------------------ local helpers
 
-# http_parallel in a forked child, so that the test can go on (start more
-# requests, poll ZooKeeper) while these run. bg_collect returns the results.
-# (The harness has no background variant of http_parallel.)
-my %BG;
-sub bg_parallel {
-    my ($reqs, %opt) = @_;
-    my $tmp = File::Temp->new(UNLINK => 1);
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if (!$pid) {
-        my $res = eval { http_parallel($reqs, %opt) }
-            || [ map { { status => 0, error => "child: $@" } } @$reqs ];
-        open my $fh, '>', "$tmp" or _exit(2);
-        print {$fh} JSON::PP->new->encode($res);
-        close $fh;
-        _exit(0);
-    }
-    $BG{$pid} = 1;
-    return { pid => $pid, file => $tmp, n => scalar @$reqs };
-}
-
-sub bg_collect {
-    my ($h, $timeout) = @_;
-    my $deadline = time + ($timeout // 60);
-    while (waitpid($h->{pid}, POSIX::WNOHANG()) == 0) {
-        if (time > $deadline) {
-            kill 'KILL', $h->{pid};
-            waitpid($h->{pid}, 0);
-            last;
-        }
-        sleep 0.02;
-    }
-    delete $BG{ $h->{pid} };
-    open my $fh, '<', "$h->{file}" or return [ map { { status => 0,
-        error => 'no result' } } 1 .. $h->{n} ];
-    local $/;
-    my $text = <$fh>;
-    return eval { JSON::PP->new->decode($text) }
-        || [ map { { status => 0, error => 'bad result' } } 1 .. $h->{n} ];
-}
-
-END { kill 'KILL', $_ for keys %BG }
-
 sub children { return zk_children($zk, $_[0]) }
 
 # New children of $path (not in @$old), polled until there are $n of them.
@@ -233,7 +190,7 @@ sub idle_scenario {
 
     is_deeply([ zk_ephemerals($zk, '/t/idle') ], [], 'lock path starts empty');
     my $old = [ children('/t/idle') ];
-    my $hb = bg_parallel([
+    my $hb = http_parallel_bg([
         [ $PA, "/idle-long?sleep=$hold_ms[0]&key=$key&id=h1" ],
         [ $PB, "/idle-long?sleep=$hold_ms[1]&key=$key&id=h2" ] ],
         timeout => 30);
@@ -245,7 +202,7 @@ sub idle_scenario {
 
     my ($w1b, $w1pid);
     if ($variant eq 'timeout') {
-        $w1b = bg_parallel([[ $PA, "/idle-short?sleep=$w_ms&key=$key&id=w1" ]],
+        $w1b = http_parallel_bg([[ $PA, "/idle-short?sleep=$w_ms&key=$key&id=w1" ]],
             timeout => 30);
     } else {
         $w1pid = http_abort_after($PB,
@@ -255,13 +212,13 @@ sub idle_scenario {
     ok($w1_node, 'W1 queued') or diag explain [children('/t/idle')];
     $old = [ children('/t/idle') ];
 
-    my $w2b = bg_parallel([[ $PB, "/idle-long?sleep=$w_ms&key=$key&id=w2" ]],
+    my $w2b = http_parallel_bg([[ $PB, "/idle-long?sleep=$w_ms&key=$key&id=w2" ]],
         timeout => 30);
     my ($w2_node) = wait_new_children('/t/idle', $old, 1);
     ok($w2_node, 'W2 queued behind W1');
     $old = [ children('/t/idle') ];
 
-    my $w3b = bg_parallel([[ $PA, "/idle-long?sleep=$w_ms&key=$key&id=w3" ]],
+    my $w3b = http_parallel_bg([[ $PA, "/idle-long?sleep=$w_ms&key=$key&id=w3" ]],
         timeout => 30);
     my ($w3_node) = wait_new_children('/t/idle', $old, 1);
     ok($w3_node, 'W3 queued behind W2');
@@ -274,10 +231,10 @@ sub idle_scenario {
     ok($w1_gone, "W1's node is deleted when it leaves ($variant)");
     proc_wait($w1pid, 5) if $w1pid;
 
-    my $h  = bg_collect($hb);
-    my $w1 = $w1b ? bg_collect($w1b)->[0] : undef;
-    my $w2 = bg_collect($w2b)->[0];
-    my $w3 = bg_collect($w3b)->[0];
+    my $h  = http_parallel_collect($hb);
+    my $w1 = $w1b ? http_parallel_collect($w1b)->[0] : undef;
+    my $w2 = http_parallel_collect($w2b)->[0];
+    my $w3 = http_parallel_collect($w3b)->[0];
 
     my @h_end = sort { $a <=> $b } map { $_->{end} } @$h;
     my $timeline = join "\n",
@@ -333,11 +290,11 @@ subtest 'out-of-order releases (leases=3)' => sub {
     my $old = [ children('/t/ooo') ];
 
     # h1 first (lowest sequence number), then h2 and h3.
-    my $h1b = bg_parallel([[ $PA, "/ooo?sleep=$h_ms[0]&key=$key&id=h1" ]],
+    my $h1b = http_parallel_bg([[ $PA, "/ooo?sleep=$h_ms[0]&key=$key&id=h1" ]],
         timeout => 30);
     ok(wait_for(sub { $be->stats($key)->{inflight} == 1 }, 5, 0.02),
         'h1 holds');
-    my $h23b = bg_parallel([
+    my $h23b = http_parallel_bg([
         [ $PB, "/ooo?sleep=$h_ms[1]&key=$key&id=h2" ],
         [ $PA, "/ooo?sleep=$h_ms[2]&key=$key&id=h3" ] ], timeout => 30);
     ok(wait_for(sub { $be->stats($key)->{inflight} == 3 }, 5, 0.02),
@@ -345,7 +302,7 @@ subtest 'out-of-order releases (leases=3)' => sub {
     my @hn = wait_new_children('/t/ooo', $old, 3);
     $old = [ children('/t/ooo') ];
 
-    my $wb = bg_parallel([
+    my $wb = http_parallel_bg([
         [ $PB, "/ooo?sleep=$w_ms&key=$key&id=w1" ],
         [ $PA, "/ooo?sleep=$w_ms&key=$key&id=w2" ],
         [ $PB, "/ooo?sleep=$w_ms&key=$key&id=w3" ] ],
@@ -355,9 +312,9 @@ subtest 'out-of-order releases (leases=3)' => sub {
     is(scalar @wn, 3, '3 waiters queued');
     is($be->stats($key)->{count}, 0, 'no request finished yet');
 
-    my $h1 = bg_collect($h1b)->[0];
-    my ($h2, $h3) = @{ bg_collect($h23b) };
-    my @w = @{ bg_collect($wb) };
+    my $h1 = http_parallel_collect($h1b)->[0];
+    my ($h2, $h3) = @{ http_parallel_collect($h23b) };
+    my @w = @{ http_parallel_collect($wb) };
 
     my @names = qw(h1 h2 h3 w1 w2 w3);
     my @all = ($h1, $h2, $h3, @w);

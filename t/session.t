@@ -74,48 +74,6 @@ my $B = nginx_start($fleet_conf, %nopt);
 
 # ------------------------------------------------------------ local helpers
 
-# http_parallel in a forked child (the harness has no background variant),
-# so that the test can act (restart ZooKeeper, kill) while requests run.
-my %BG;
-sub bg_parallel {
-    my ($reqs, %opt) = @_;
-    my $tmp = File::Temp->new(UNLINK => 1);
-    my $pid = fork;
-    die "fork: $!" unless defined $pid;
-    if (!$pid) {
-        my $res = eval { http_parallel($reqs, %opt) }
-            || [ map { { status => 0, error => "child: $@" } } @$reqs ];
-        open my $fh, '>', "$tmp" or _exit(2);
-        print {$fh} JSON::PP->new->encode($res);
-        close $fh;
-        _exit(0);
-    }
-    $BG{$pid} = 1;
-    return { pid => $pid, file => $tmp, n => scalar @$reqs };
-}
-
-sub bg_collect {
-    my ($h, $timeout) = @_;
-    my $deadline = time + ($timeout // 60);
-    while (waitpid($h->{pid}, POSIX::WNOHANG()) == 0) {
-        if (time > $deadline) {
-            kill 'KILL', $h->{pid};
-            waitpid($h->{pid}, 0);
-            last;
-        }
-        sleep 0.02;
-    }
-    delete $BG{ $h->{pid} };
-    open my $fh, '<', "$h->{file}" or return [ map { { status => 0,
-        error => 'no result' } } 1 .. $h->{n} ];
-    local $/;
-    my $text = <$fh>;
-    return eval { JSON::PP->new->decode($text) }
-        || [ map { { status => 0, error => 'bad result' } } 1 .. $h->{n} ];
-}
-
-END { kill 'KILL', $_ for keys %BG }
-
 # pid => session id (hex, lowercase) of the "connected" lines in the
 # error.log text after byte offset $from (the last one per pid wins).
 sub connected_sessions {
@@ -241,7 +199,7 @@ subtest 'ZooKeeper down: fail closed, then recover' => sub {
 
 subtest 'ZooKeeper restart while requests wait and hold' => sub {
     my $t0 = time;
-    my $h = bg_parallel([ map {
+    my $h = http_parallel_bg([ map {
         [ ($_ % 2 ? $A : $B)->port, "/r?sleep=1500&key=r3&id=$_" ] } 1 .. 6 ],
         timeout => 40);
     ok(wait_for(sub { $be->stats('r3')->{inflight} == 1 }, 5, 0.02),
@@ -256,7 +214,7 @@ subtest 'ZooKeeper restart while requests wait and hold' => sub {
     sleep 2;
     $zk->start;
     my $t_back = time;
-    my $res = bg_collect($h, 60);
+    my $res = http_parallel_collect($h, 60);
 
     my $timeline = join "\n",
         "restart +" . fmt_t($t_restart, $t0) . " .. +" . fmt_t($t_back, $t0),
@@ -300,7 +258,7 @@ subtest 'SIGTERM to the master closes the sessions at once' => sub {
 EOF
     ok(wait_for(sub { all_workers_connected($D) }, 15, 0.1),
         'D: workers connected');
-    my $h = bg_parallel([[ $D->port, '/term?sleep=20000&key=term' ]],
+    my $h = http_parallel_bg([[ $D->port, '/term?sleep=20000&key=term' ]],
         timeout => 30);
     ok(wait_for(sub { $be->stats('term')->{inflight} == 1 }, 5, 0.02),
         'a request holds the lock (backend in flight 1)');
@@ -319,7 +277,7 @@ EOF
     ok(defined proc_wait($master, 10), 'the master exits');
     like($D->error_log, qr/closing zookeeper session 0x[0-9a-f]+/,
         'D logged "closing zookeeper session"');
-    my $r = bg_collect($h, 10)->[0];
+    my $r = http_parallel_collect($h, 10)->[0];
     isnt($r->{status}, 200, 'the held request did not complete normally')
         or diag explain $r;
     check_logs('SIGTERM', [D => $D]);
@@ -337,7 +295,7 @@ subtest 'SIGKILL of a worker holding a lock' => sub {
 EOF
     ok(wait_for(sub { all_workers_connected($C) }, 15, 0.1),
         'C: workers connected');
-    my $h = bg_parallel([[ $C->port, '/k?sleep=20000&key=kill' ]],
+    my $h = http_parallel_bg([[ $C->port, '/k?sleep=20000&key=kill' ]],
         timeout => 30);
     ok(wait_for(sub { $be->stats('kill')->{inflight} == 1 }, 5, 0.02),
         'a request holds the lock');
@@ -353,7 +311,7 @@ EOF
 
     my $t0 = time;
     kill 'KILL', $victim or die "kill: $!";
-    my $r = bg_collect($h, 10)->[0];
+    my $r = http_parallel_collect($h, 10)->[0];
     isnt($r->{status}, 200, "the killed worker's client got no answer");
 
     # The other instance keeps working while C's lock is stuck. Sample

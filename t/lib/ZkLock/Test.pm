@@ -171,7 +171,8 @@ use Time::HiRes qw(time sleep);
 our @EXPORT = qw(
     require_prereqs module_path
     zk_start zk_ensemble_start backend_start nginx_start nginx_test_conf
-    http_get http_parallel http_abort_after
+    http_get http_parallel http_parallel_bg http_parallel_collect
+    http_abort_after
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
     zk_wait_gone zk_hold zk_4lw
     wait_for free_port proc_wait pid_alive started_pids tempdir
@@ -773,6 +774,50 @@ sub http_parallel {
     }
     return [ map { $_->{res} } @conns ];
 }
+
+# http_parallel in a forked child, so that a test can act (poll ZooKeeper,
+# restart it, start more requests) while these run; http_parallel_collect
+# waits for the child and returns http_parallel's results.
+my %BG;
+
+sub http_parallel_bg {
+    my ($reqs, %opt) = @_;
+    my $tmp = File::Temp->new(UNLINK => 1);
+    my $pid = fork;
+    croak "fork: $!" unless defined $pid;
+    if (!$pid) {
+        my $res = eval { http_parallel($reqs, %opt) }
+            || [ map { { status => 0, error => "child: $@" } } @$reqs ];
+        open my $fh, '>', "$tmp" or _exit(2);
+        print {$fh} JSON::PP->new->encode($res);
+        close $fh;
+        _exit(0);
+    }
+    $BG{$pid} = 1;
+    return { pid => $pid, file => $tmp, n => scalar @$reqs };
+}
+
+sub http_parallel_collect {
+    my ($h, $timeout) = @_;
+    my $deadline = time + ($timeout // 60);
+    while (waitpid($h->{pid}, WNOHANG) == 0) {
+        if (time > $deadline) {
+            kill 'KILL', $h->{pid};
+            waitpid($h->{pid}, 0);
+            last;
+        }
+        sleep 0.02;
+    }
+    delete $BG{ $h->{pid} };
+    open my $fh, '<', "$h->{file}" or return [ map { { status => 0,
+        error => 'no result' } } 1 .. $h->{n} ];
+    local $/;
+    my $text = <$fh>;
+    return eval { JSON::PP->new->decode($text) }
+        || [ map { { status => 0, error => 'bad result' } } 1 .. $h->{n} ];
+}
+
+END { kill 'KILL', $_ for keys %BG }
 
 sub http_abort_after {
     my ($port, $uri, $seconds, %opt) = @_;
