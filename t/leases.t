@@ -102,6 +102,30 @@ subtest 'raised under load, the waiters use the new leases' => sub {
     ok($took < 4.5, 'faster than 12 one at a time') or diag "took $took";
 };
 
+subtest 'lowered under load, new grants follow' => sub {
+    zk_set($zk, '/config/limit', '3');
+    ok(fleet_sees(3), 'set to 3');
+
+    $be->reset;
+    my $bg = http_parallel_bg([ map {
+        [$fleet[$_ % 2]->port, "/s?key=low&sleep=600&id=$_"] } 1 .. 10 ],
+        timeout => 60);
+    ok(wait_for(sub { $be->stats('low')->{inflight} == 3 }, 5),
+        '3 in flight');
+    zk_set($zk, '/config/limit', '1');
+    my $changed = time;
+    my $res = http_parallel_collect($bg);
+
+    is(scalar(grep { $_->{status} == 200 } @$res), 10, 'all succeed');
+
+    # those that started a second after the change found nobody else
+    my @late = grep { $_->{end} - 0.6 > $changed + 1.2 } @$res;
+    ok(@late >= 3, 'several started well after the change');
+    is(scalar(grep { $_->{body} !~ / inflight=1$/m } @late), 0,
+        'they ran alone: the new limit of 1')
+        or diag explain [map { $_->{body} } @late];
+};
+
 subtest 'missing or invalid: leases_default' => sub {
     zk_set($zk, '/config/limit', 'many');
     ok(wait_for(sub { $fleet[0]->error_log =~
