@@ -11,6 +11,7 @@
 #include "ngx_http_zk_lock_module.h"
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
+#include "ngx_http_zk_lock_recipe.h"
 
 
 static void *ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf);
@@ -162,6 +163,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
      *     lmcf->chroot = { 0, NULL };
      *     lmcf->session = NULL;
      *     lmcf->used = { 0, NULL };
+     *     lmcf->counters = NULL;
      */
 
     lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
@@ -390,7 +392,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_zk_lock_loc_conf_t *llcf = conf;
 
     ngx_int_t                      n;
-    ngx_str_t                     *value, s;
+    ngx_str_t                     *value, *path, s;
     ngx_uint_t                     i, j;
     ngx_http_zk_lock_spec_t       *spec;
     ngx_http_zk_lock_main_conf_t  *lmcf;
@@ -536,6 +538,22 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (lmcf->used.data == NULL) {
         lmcf->used = cmd->name;
+    }
+
+    if (spec->counter.len) {
+        if (lmcf->counters == NULL) {
+            lmcf->counters = ngx_array_create(cf->pool, 2, sizeof(ngx_str_t));
+            if (lmcf->counters == NULL) {
+                return NGX_CONF_ERROR;
+            }
+        }
+
+        path = ngx_array_push(lmcf->counters);
+        if (path == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        *path = spec->counter;
     }
 
     return NGX_CONF_OK;
@@ -790,6 +808,8 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 {
+    ngx_str_t                     *path;
+    ngx_uint_t                     i;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     /* not in cache managers and loaders */
@@ -806,7 +826,26 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    return ngx_http_zk_lock_session_init(cycle, lmcf->session);
+    if (ngx_http_zk_lock_session_init(cycle, lmcf->session) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /*
+     * Lease counts are read and watched from the first connect, so that
+     * a worker's first request already sees the fleet-wide limit.
+     */
+
+    if (lmcf->counters) {
+        path = lmcf->counters->elts;
+
+        for (i = 0; i < lmcf->counters->nelts; i++) {
+            if (ngx_http_zk_lock_counter(lmcf->session, &path[i]) == NULL) {
+                return NGX_ERROR;
+            }
+        }
+    }
+
+    return NGX_OK;
 }
 
 

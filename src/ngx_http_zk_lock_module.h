@@ -43,6 +43,7 @@ typedef struct {
     ngx_str_t                     chroot;
     ngx_msec_t                    session_timeout;
     ngx_str_t                     used;       /* a lock directive, if any */
+    ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_http_zk_lock_session_t   *session;
 } ngx_http_zk_lock_main_conf_t;
 

@@ -52,10 +52,7 @@ EOF
 ok(wait_for(sub { $ng->error_log =~ /session 0x\S+ connected/ }, 15),
     'nginx is connected');
 
-sub no_nodes_left {
-    ok(wait_for(sub { !zk_ephemerals($zk, '/c') }, 5), "$_[0]: no node left")
-        or diag explain [zk_ephemerals($zk, '/c')];
-}
+sub no_nodes_left { no_ephemerals($zk, '/c', $_[0]) }
 
 ###############################################################################
 

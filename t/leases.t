@@ -41,10 +41,7 @@ EOF
 
 my @fleet = map { nginx_start($conf, zk => $zk, backend => $be) } 1 .. 2;
 
-ok(wait_for(sub {
-    (() = join('', map { $_->error_log } @fleet) =~ /session 0x\S+ connected/g)
-        >= 4
-}, 15), 'every worker has a session');
+ok(sessions_connected(@fleet), 'every worker has a session');
 
 sub burst {
     my ($uri, $key, $n) = @_;
@@ -68,9 +65,8 @@ sub fleet_sees {
 
 ###############################################################################
 
-# the first request of each worker reads the node
-burst('/s', 'warm', 8);
-ok(fleet_sees(2), 'the fleet read 2');
+# every worker reads the node when its session connects, before any request
+ok(fleet_sees(2), 'the fleet read 2 before any request');
 is(burst('/s', 'two', 10), 2, 'ASCII "2": 2 in flight');
 
 zk_set($zk, '/config/limit', 4, int => 1);

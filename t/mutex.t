@@ -36,17 +36,10 @@ EOF
 
 my @fleet = map { nginx_start($conf, zk => $zk, backend => $be) } 1 .. 2;
 
-sub no_nodes_left {
-    my ($what) = @_;
-    ok(wait_for(sub { !zk_ephemerals($zk, '/t') }, 5),
-        "$what: no node left") or diag explain [zk_ephemerals($zk, '/t')];
-}
+sub no_nodes_left { no_ephemerals($zk, '/t', $_[0]) }
 
 # the sessions connect in the background
-ok(wait_for(sub {
-    (() = join('', map { $_->error_log } @fleet)
-        =~ /zookeeper session 0x[0-9a-f]+ connected/g) >= 4
-}, 15), 'every worker has a session');
+ok(sessions_connected(@fleet), 'every worker has a session');
 
 ###############################################################################
 

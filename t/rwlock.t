@@ -68,15 +68,9 @@ EOF
 
 my @fleet = map { nginx_start($conf, zk => $zk, backend => $be) } 1 .. 2;
 
-ok(wait_for(sub {
-    (() = join('', map { $_->error_log } @fleet) =~ /session 0x\S+ connected/g)
-        >= 4
-}, 15), 'every worker has a session');
+ok(sessions_connected(@fleet), 'every worker has a session');
 
-sub no_nodes_left {
-    ok(wait_for(sub { !zk_ephemerals($zk, '/rw') }, 5), "$_[0]: no node left")
-        or diag explain [zk_ephemerals($zk, '/rw')];
-}
+sub no_nodes_left { no_ephemerals($zk, '/rw', $_[0]) }
 
 ###############################################################################
 

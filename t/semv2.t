@@ -62,17 +62,13 @@ EOF
 
 my @fleet = map { nginx_start($conf, zk => $zk, backend => $be, log_level => ($ENV{ZK_TEST_LOG_LEVEL} // 'info')) } 1 .. 2;
 
-ok(wait_for(sub {
-    (() = join('', map { $_->error_log } @fleet) =~ /session 0x\S+ connected/g)
-        >= 4
-}, 15), 'every worker has a session');
+ok(sessions_connected(@fleet), 'every worker has a session');
 
-sub no_nodes_left {
-    ok(wait_for(sub { !zk_ephemerals($zk, '/v') }, 5), "$_[0]: no node left")
-        or diag explain [zk_ephemerals($zk, '/v')];
-}
+sub no_nodes_left { no_ephemerals($zk, '/v', $_[0]) }
 
 ###############################################################################
+
+my $peek_dir = tempdir('semv2');
 
 subtest 'protocol=v2 caps the fleet' => sub {
     $be->reset;
@@ -82,7 +78,7 @@ subtest 'protocol=v2 caps the fleet' => sub {
         sleep 0.6;
         my @l = zk_children($zk, '/v/sem/leases');
         print STDOUT '';
-        open my $fh, '>', "$ENV{TMPDIR}/semv2-leases.$$" or POSIX::_exit(1);
+        open my $fh, '>', "$peek_dir/semv2-leases.$$" or POSIX::_exit(1);
         print $fh join("\n", @l);
         close $fh;
         POSIX::_exit(0);
@@ -97,7 +93,7 @@ subtest 'protocol=v2 caps the fleet' => sub {
     is(scalar(grep { $_->{status} == 200 } @$res), 15, 'all succeed');
     is($be->stats('v2')->{max}, 3, 'exactly 3 in flight at most');
 
-    my $file = "$ENV{TMPDIR}/semv2-leases.$bg";
+    my $file = "$peek_dir/semv2-leases.$bg";
     if (open my $fh, '<', $file) {
         my @l = grep { length } map { chomp; $_ } <$fh>;
         close $fh;

@@ -117,14 +117,6 @@ sub check_logs {
     }
 }
 
-sub no_ephemerals {
-    my ($what, $path, $timeout) = @_;
-    my @eph;
-    ok(wait_for(sub { @eph = zk_ephemerals($zk, $path); !@eph },
-        $timeout // 3, 0.1), "$what: no ephemeral node left under $path")
-        or diag explain \@eph;
-}
-
 sub fmt_t { sprintf '%.2f', $_[0] - $_[1] }
 
 # ----------------------------------------------------- 1. workers connect
@@ -191,7 +183,7 @@ subtest 'ZooKeeper down: fail closed, then recover' => sub {
         'requests succeed again');
     cmp_ok($rec_t, '<=', 12, 'within ~10 s of ZooKeeper being started');
     note sprintf 'requests succeed after %.2fs', $rec_t;
-    no_ephemerals('after the outage', '/t');
+    no_ephemerals($zk, '/t', 'after the outage');
     check_logs('zk down', [A => $A], [B => $B]);
 };
 
@@ -243,7 +235,7 @@ subtest 'ZooKeeper restart while requests wait and hold' => sub {
         or diag explain $after;
     is(http_get($B->port, '/r?sleep=10&key=r3b', timeout => 20)->{status},
         200, 'on the other instance too');
-    no_ephemerals('after the restart', '/t');
+    no_ephemerals($zk, '/t', 'after the restart');
     check_logs('zk restart', [A => $A], [B => $B]);
 };
 
@@ -349,7 +341,7 @@ EOF
         !grep { $_->{status} != 200 } @$last }, 15, 0.2),
         'requests to C succeed again')
         or diag explain [ map { $_->{status} } @$last ];
-    no_ephemerals('after the kill', '/t');
+    no_ephemerals($zk, '/t', 'after the kill');
 
     like($C->error_log, qr/worker process $victim exited on signal 9/,
         'C: the kill is logged');
@@ -388,7 +380,7 @@ subtest 'ZooKeeper unresponsive (paused) longer than 2/3 of the timeout' => sub 
         'A (10 s sessions) works');
     is($B->get('/free?sleep=10&key=p')->{status}, 200,
         'B (10 s sessions) works');
-    no_ephemerals('after the pause', '/t');
+    no_ephemerals($zk, '/t', 'after the pause');
     check_logs('pause', [C => $C], [A => $A], [B => $B]);
 };
 

@@ -176,6 +176,7 @@ our @EXPORT = qw(
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
     zk_wait_gone zk_hold zk_4lw
     wait_for free_port proc_wait pid_alive started_pids tempdir
+    sessions_connected no_ephemerals
 );
 
 # ---------------------------------------------------------------- settings
@@ -779,6 +780,29 @@ sub http_parallel {
 # restart it, start more requests) while these run; http_parallel_collect
 # waits for the child and returns http_parallel's results.
 my %BG;
+
+# true once every worker of these nginx instances has logged that its
+# ZooKeeper session is connected (they connect after nginx_start returns)
+sub sessions_connected {
+    my (@fleet) = @_;
+    my $want = 0;
+    $want += scalar($_->worker_pids) for @fleet;
+    return wait_for(sub {
+        my $n = () = join('', map { $_->error_log } @fleet)
+            =~ /zookeeper session 0x[0-9a-f]+ connected/g;
+        return $n >= $want;
+    }, 15);
+}
+
+# test: within $timeout (5 s), no ephemeral node is left below $path
+sub no_ephemerals {
+    my ($hosts, $path, $name, $timeout) = @_;
+    my $ok = wait_for(sub { !zk_ephemerals($hosts, $path) }, $timeout // 5);
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    Test::More::ok($ok, "$name: no node left below $path")
+        or Test::More::diag(Test::More::explain([zk_ephemerals($hosts, $path)]));
+    return $ok;
+}
 
 sub http_parallel_bg {
     my ($reqs, %opt) = @_;
