@@ -18,6 +18,14 @@
 #define NGX_HTTP_ZK_LOCK_INFO_LEN  256
 
 
+/* $zk_lock_status */
+#define NGX_HTTP_ZK_LOCK_ACQUIRED  1
+#define NGX_HTTP_ZK_LOCK_TIMEOUT   2
+#define NGX_HTTP_ZK_LOCK_ERROR     3
+#define NGX_HTTP_ZK_LOCK_BYPASSED  4
+#define NGX_HTTP_ZK_LOCK_LOST_HELD 5
+
+
 /* a lock the client request holds or waits for */
 
 typedef struct {
@@ -32,6 +40,8 @@ typedef struct {
 
     /* semaphore v2: the mutex held while the lease is counted */
     ngx_http_zk_lock_node_t      *mutex;
+
+    unsigned                      abort:1;    /* zk_lock_lost abort */
 } ngx_http_zk_lock_hold_t;
 
 
@@ -51,14 +61,21 @@ typedef struct {
     /* bumped by internal redirects, which clear r->ctx */
     ngx_uint_t                    epoch;
 
+    ngx_http_request_t           *main;
     ngx_http_request_t           *request;    /* the one that waits */
     ngx_array_t                  *blocked;    /* others of the same client */
     ngx_event_t                   timer;
     ngx_msec_t                    started;
     ngx_int_t                     status;     /* answer to the waiter */
+
+    /* for the variables */
+    ngx_uint_t                    result;
+    ngx_msec_t                    wait_time;
 } ngx_http_zk_lock_ctx_t;
 
 
+static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_find_ctx(
+    ngx_http_request_t *r, ngx_uint_t *found);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_get_ctx(ngx_http_request_t *r);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_create_ctx(
     ngx_http_request_t *r);
@@ -87,6 +104,38 @@ static void ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_cleanup(void *data);
 static void ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold);
+static ngx_int_t ngx_http_zk_lock_session_error(int error);
+static ngx_int_t ngx_http_zk_lock_status_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_zk_lock_wait_time_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+
+
+static ngx_str_t  ngx_http_zk_lock_results[] = {
+    ngx_null_string,
+    ngx_string("ACQUIRED"),
+    ngx_string("TIMEOUT"),
+    ngx_string("ERROR"),
+    ngx_string("BYPASSED"),
+    ngx_string("LOST")
+};
+
+
+static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
+
+    { ngx_string("zk_lock_status"), NULL,
+      ngx_http_zk_lock_status_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_wait_time"), NULL,
+      ngx_http_zk_lock_wait_time_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_node"), NULL,
+      ngx_http_zk_lock_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+      ngx_http_null_variable
+};
 
 
 static const char  *ngx_http_zk_lock_type_name[] = {
@@ -221,10 +270,12 @@ ngx_http_zk_lock_hold_cmp(const void *one, const void *two)
  */
 
 static ngx_http_zk_lock_ctx_t *
-ngx_http_zk_lock_get_ctx(ngx_http_request_t *r)
+ngx_http_zk_lock_find_ctx(ngx_http_request_t *r, ngx_uint_t *found)
 {
     ngx_pool_cleanup_t      *cln;
     ngx_http_zk_lock_ctx_t  *ctx;
+
+    *found = 0;
 
     ctx = ngx_http_get_module_ctx(r->main, ngx_http_zk_lock_module);
 
@@ -234,14 +285,29 @@ ngx_http_zk_lock_get_ctx(ngx_http_request_t *r)
 
     for (cln = r->main->pool->cleanup; cln; cln = cln->next) {
         if (cln->handler == ngx_http_zk_lock_cleanup) {
-            ctx = cln->data;
-            ctx->epoch++;
-            ngx_http_set_ctx(r->main, ctx, ngx_http_zk_lock_module);
-            return ctx;
+            *found = 1;
+            return cln->data;
         }
     }
 
     return NULL;
+}
+
+
+static ngx_http_zk_lock_ctx_t *
+ngx_http_zk_lock_get_ctx(ngx_http_request_t *r)
+{
+    ngx_uint_t               found;
+    ngx_http_zk_lock_ctx_t  *ctx;
+
+    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+
+    if (found) {
+        ctx->epoch++;
+        ngx_http_set_ctx(r->main, ctx, ngx_http_zk_lock_module);
+    }
+
+    return ctx;
 }
 
 
@@ -267,6 +333,7 @@ ngx_http_zk_lock_create_ctx(ngx_http_request_t *r)
     }
 
     ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
+    ctx->main = r->main;
 
     ctx->timer.handler = ngx_http_zk_lock_timeout_handler;
     ctx->timer.data = ctx;
@@ -434,12 +501,21 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    spec = want->spec;
+
+    if (!lmcf->session->connected && llcf->fail_open) {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "%s \"%V\" bypassed: no zookeeper connection",
+                      ngx_http_zk_lock_type_name[spec->type], &want->path);
+
+        ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
+        return NGX_DECLINED;
+    }
+
     hold = ngx_array_push(&ctx->holds);
     if (hold == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    spec = want->spec;
 
     *hold = *want;
     hold->node = NULL;
@@ -447,6 +523,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     hold->pass = ctx->pass;
     hold->request = r;
     hold->epoch = ctx->epoch;
+    hold->abort = llcf->lost_abort;
 
     if (spec->v2) {
 
@@ -611,7 +688,9 @@ ngx_http_zk_lock_block(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
 static void
 ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 {
-    ngx_uint_t                i;
+    ngx_uint_t                i, abort;
+    ngx_connection_t         *c;
+    ngx_http_request_t       *r;
     ngx_http_zk_lock_ctx_t   *ctx;
     ngx_http_zk_lock_hold_t  *hold, *w;
 
@@ -654,18 +733,38 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 
     /* a lock that was held is gone with its session */
 
+    abort = 0;
+
     for (i = 0; i < ctx->holds.nelts; i++) {
         if (hold[i].node != node) {
             continue;
         }
 
-        ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
-                      "%s \"%V\" lost while held (%d: %s)",
+        ngx_log_error(NGX_LOG_WARN, ctx->main->connection->log, 0,
+                      "%s \"%V\" lost while held (%d: %s)%s",
                       ngx_http_zk_lock_type_name[hold[i].spec->type],
-                      &hold[i].path, node->error, zerror(node->error));
+                      &hold[i].path, node->error, zerror(node->error),
+                      hold[i].abort ? ", aborting the request" : "");
 
         ngx_http_zk_lock_release(node);
         hold[i].node = NULL;
+
+        ctx->result = NGX_HTTP_ZK_LOCK_LOST_HELD;
+        abort |= hold[i].abort;
+    }
+
+    if (abort) {
+
+        /*
+         * zk_lock_lost abort: cut the request off as a client abort would;
+         * this runs from a posted event, not from inside the client
+         */
+
+        r = ctx->main;
+        c = r->connection;
+
+        ngx_http_finalize_request(r, NGX_ERROR);
+        ngx_http_run_posted_requests(c);
     }
 }
 
@@ -680,10 +779,11 @@ ngx_http_zk_lock_timeout_handler(ngx_event_t *ev)
 static void
 ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
 {
-    ngx_msec_t                    waited;
-    ngx_http_request_t           *r;
-    ngx_http_zk_lock_hold_t      *hold;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
+    ngx_msec_t                     waited;
+    ngx_http_request_t            *r;
+    ngx_http_zk_lock_hold_t       *hold;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
 
     r = ctx->request;
     hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
@@ -695,6 +795,9 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
 
     ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
     waited = ngx_current_msec - ctx->started;
+    ctx->wait_time += waited;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
     if (rc == NGX_OK) {
         ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -702,19 +805,50 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                        ngx_http_zk_lock_type_name[hold->spec->type],
                        &hold->path, waited);
 
+        ctx->result = NGX_HTTP_ZK_LOCK_ACQUIRED;
+
+    } else if (llcf->fail_open
+               && (rc == NGX_DECLINED ? !lmcf->session->connected
+                                      : ngx_http_zk_lock_session_error(error)))
+    {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "%s \"%V\" bypassed after %Mms: %s",
+                      ngx_http_zk_lock_type_name[hold->spec->type],
+                      &hold->path, waited,
+                      rc == NGX_DECLINED ? "no zookeeper connection"
+                                         : zerror(error));
+
+        ngx_http_zk_lock_give_back(ctx);
+
+        ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
+        ctx->status = NGX_DECLINED;
+
     } else {
 
-        if (rc == NGX_DECLINED) {
+        if (rc == NGX_DECLINED && lmcf->session->connected) {
             ngx_log_error(llcf->log_level, r->connection->log, 0,
                           "%s \"%V\" not acquired in %Mms",
                           ngx_http_zk_lock_type_name[hold->spec->type],
                           &hold->path, waited);
+
+            ctx->result = NGX_HTTP_ZK_LOCK_TIMEOUT;
+
+        } else if (rc == NGX_DECLINED) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "%s \"%V\" not acquired in %Mms: "
+                          "no zookeeper connection",
+                          ngx_http_zk_lock_type_name[hold->spec->type],
+                          &hold->path, waited);
+
+            ctx->result = NGX_HTTP_ZK_LOCK_ERROR;
 
         } else {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "%s \"%V\" failed (%d: %s)",
                           ngx_http_zk_lock_type_name[hold->spec->type],
                           &hold->path, error, zerror(error));
+
+            ctx->result = NGX_HTTP_ZK_LOCK_ERROR;
         }
 
         ngx_http_zk_lock_give_back(ctx);
@@ -813,4 +947,164 @@ ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold)
         ngx_http_zk_lock_release(hold->mutex);
         hold->mutex = NULL;
     }
+}
+
+
+/* errors that say nothing of the lock, only that the session is unusable */
+
+static ngx_int_t
+ngx_http_zk_lock_session_error(int error)
+{
+    switch (error) {
+
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+    case ZSESSIONEXPIRED:
+    case ZSESSIONMOVED:
+    case ZINVALIDSTATE:
+    case ZCLOSING:
+    case ZAUTHFAILED:
+        return 1;
+
+    default:
+        return 0;
+    }
+}
+
+
+ngx_int_t
+ngx_http_zk_lock_add_variables(ngx_conf_t *cf)
+{
+    ngx_http_variable_t  *var, *v;
+
+    for (v = ngx_http_zk_lock_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_status_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_uint_t               found;
+    ngx_http_zk_lock_ctx_t  *ctx;
+
+    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+
+    if (ctx == NULL || ctx->result == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    v->len = ngx_http_zk_lock_results[ctx->result].len;
+    v->data = ngx_http_zk_lock_results[ctx->result].data;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_wait_time_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char                  *p;
+    ngx_uint_t               found;
+    ngx_http_zk_lock_ctx_t  *ctx;
+
+    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+
+    if (ctx == NULL || ctx->result == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    v->len = ngx_sprintf(p, "%M", ctx->wait_time) - p;
+    v->data = p;
+
+    return NGX_OK;
+}
+
+
+/* the nodes held, as full paths separated by spaces */
+
+static ngx_int_t
+ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char                   *p;
+    size_t                    len;
+    ngx_uint_t                i, found;
+    ngx_http_zk_lock_ctx_t   *ctx;
+    ngx_http_zk_lock_node_t  *node;
+    ngx_http_zk_lock_hold_t  *hold;
+
+    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+
+    if (ctx == NULL) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    hold = ctx->holds.elts;
+    len = 0;
+
+    for (i = 0; i < ctx->holds.nelts; i++) {
+        node = hold[i].node;
+
+        if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+            len += ngx_strlen(node->lock->path) + 1 + node->name_len + 1;
+        }
+    }
+
+    if (len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v->data = p;
+
+    for (i = 0; i < ctx->holds.nelts; i++) {
+        node = hold[i].node;
+
+        if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+            if (p != v->data) {
+                *p++ = ' ';
+            }
+
+            p = ngx_sprintf(p, "%s/%*s", node->lock->path,
+                            node->name_len, node->name);
+        }
+    }
+
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    v->len = p - v->data;
+
+    return NGX_OK;
 }

@@ -16,6 +16,7 @@
 
 
 ngx_int_t ngx_http_zk_lock_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_zk_lock_add_variables(ngx_conf_t *cf);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_HANDLER_H_INCLUDED_ */

@@ -53,6 +53,20 @@ static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
 };
 
 
+static ngx_conf_enum_t  ngx_http_zk_lock_fail[] = {
+    { ngx_string("closed"), 0 },
+    { ngx_string("open"), 1 },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_enum_t  ngx_http_zk_lock_lost[] = {
+    { ngx_string("finish"), 0 },
+    { ngx_string("abort"), 1 },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_command_t  ngx_http_zk_lock_commands[] = {
 
     { ngx_string("zk_hosts"),
@@ -111,12 +125,26 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       offsetof(ngx_http_zk_lock_loc_conf_t, log_level),
       &ngx_http_zk_lock_log_levels },
 
+    { ngx_string("zk_lock_fail"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_loc_conf_t, fail_open),
+      &ngx_http_zk_lock_fail },
+
+    { ngx_string("zk_lock_lost"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_loc_conf_t, lost_abort),
+      &ngx_http_zk_lock_lost },
+
       ngx_null_command
 };
 
 
 static ngx_http_module_t  ngx_http_zk_lock_module_ctx = {
-    NULL,                                  /* preconfiguration */
+    ngx_http_zk_lock_add_variables,        /* preconfiguration */
     ngx_http_zk_lock_init,                 /* postconfiguration */
 
     ngx_http_zk_lock_create_main_conf,     /* create main configuration */
@@ -202,6 +230,8 @@ ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf)
     conf->timeout = NGX_CONF_UNSET_MSEC;
     conf->status = NGX_CONF_UNSET_UINT;
     conf->log_level = NGX_CONF_UNSET_UINT;
+    conf->fail_open = NGX_CONF_UNSET;
+    conf->lost_abort = NGX_CONF_UNSET;
 
     return conf;
 }
@@ -222,6 +252,8 @@ ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_HTTP_SERVICE_UNAVAILABLE);
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level,
                               NGX_LOG_ERR);
+    ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
+    ngx_conf_merge_value(conf->lost_abort, prev->lost_abort, 0);
 
     return NGX_CONF_OK;
 }

@@ -53,6 +53,8 @@ typedef struct {
     ngx_msec_t                    timeout;
     ngx_uint_t                    status;
     ngx_uint_t                    log_level;
+    ngx_flag_t                    fail_open;  /* zk_lock_fail open */
+    ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
 } ngx_http_zk_lock_loc_conf_t;
 
 

@@ -16,6 +16,15 @@
 /* responses handled per read event before yielding to other events */
 #define NGX_HTTP_ZK_LOCK_READ_BATCH  64
 
+/*
+ * Reconnect backoff: after one round through all hosts, attempts are
+ * spaced by a random delay in [d/2, d], d doubling from BACKOFF_MIN up to
+ * BACKOFF_MAX (and at most a third of the session timeout, so that a
+ * session the ensemble still keeps is not lost to our own waiting).
+ */
+#define NGX_HTTP_ZK_LOCK_BACKOFF_MIN  100
+#define NGX_HTTP_ZK_LOCK_BACKOFF_MAX  2000
+
 /* the client's repeated log lines: how many told apart, for how long */
 #define NGX_HTTP_ZK_LOCK_ZLOG_SEEN   4
 #define NGX_HTTP_ZK_LOCK_ZLOG_QUIET  10
@@ -23,9 +32,16 @@
 
 static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
+static ngx_msec_t ngx_http_zk_lock_session_backoff(
+    ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s);
+static ngx_uint_t ngx_http_zk_lock_session_cycle_to(
+    ngx_http_zk_lock_session_t *s, u_char *server);
 static ngx_int_t ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s,
     int fd);
 static void ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_session_stat(ngx_http_zk_lock_session_t *s,
+    int fd, struct stat *st);
 static ngx_int_t ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on,
     ngx_int_t event);
 static void ngx_http_zk_lock_session_read_handler(ngx_event_t *rev);
@@ -54,14 +70,23 @@ ngx_int_t
 ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_t *s)
 {
-    ssize_t   n;
-    ngx_fd_t  fd;
+    u_char    *p;
+    ssize_t    n;
+    ngx_fd_t   fd;
 
     s->log = *cycle->log;
     s->log.handler = ngx_http_zk_lock_session_log_error;
     s->log.data = s;
     s->log.action = "talking to zookeeper";
     ngx_http_zk_lock_session_log = &s->log;
+
+    s->nhosts = 1;
+
+    for (p = s->hosts.data; *p; p++) {
+        if (*p == ',') {
+            s->nhosts++;
+        }
+    }
 
     ngx_rbtree_init(&s->locks, &s->sentinel, ngx_str_rbtree_insert_value);
     ngx_queue_init(&s->all);
@@ -228,10 +253,49 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
 {
     int             fd, interest, rc;
     ngx_msec_t      timer;
+    ngx_uint_t      attempt;
+    struct stat     st;
     struct timeval  tv;
+    u_char          last[NGX_SOCKADDR_STRLEN + 1];
 
     if (s->zh == NULL || s->exiting) {
         return;
+    }
+
+    attempt = 0;
+
+    if (!s->connected) {
+
+        if (s->conn
+            && ngx_http_zk_lock_session_stat(s, s->conn->fd, &st) != NGX_OK)
+        {
+            /* the client has closed the socket of a failed attempt */
+            ngx_http_zk_lock_session_unwrap(s);
+        }
+
+        if (s->conn == NULL) {
+
+            /*
+             * Without a socket the client connects from
+             * zookeeper_interest(), at once: this is where reconnects
+             * are spaced out
+             */
+
+            timer = s->next_attempt - ngx_current_msec;
+
+            if (s->attempts && (ngx_msec_int_t) timer > 0) {
+                ngx_add_timer(&s->timer, timer);
+                return;
+            }
+
+            s->next_attempt = ngx_current_msec
+                              + ngx_http_zk_lock_session_backoff(s);
+            s->attempts++;
+
+            ngx_memcpy(last, s->last_server, sizeof(last));
+            ngx_http_zk_lock_session_next_server(s);
+            attempt = 1;
+        }
     }
 
     rc = zookeeper_interest(s->zh, &fd, &interest, &tv);
@@ -256,6 +320,16 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     ngx_log_debug3(NGX_LOG_DEBUG_EVENT, &s->log, 0,
                    "zk lock: interest fd:%d i:%d tv:%l", fd, interest,
                    (long) (tv.tv_sec * 1000 + tv.tv_usec / 1000));
+
+    if (attempt && rc == ZOK && fd == -1) {
+
+        /*
+         * the client's own pause after a round through all servers: it
+         * tried none, the next attempt goes to the same server
+         */
+
+        ngx_memcpy(s->last_server, last, sizeof(last));
+    }
 
     if (ngx_http_zk_lock_session_wrap(s, fd) != NGX_OK) {
         interest = 0;
@@ -283,6 +357,97 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
 }
 
 
+static ngx_msec_t
+ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
+{
+    ngx_uint_t  n;
+    ngx_msec_t  d, max;
+
+    if (s->attempts < s->nhosts) {
+        return 0;
+    }
+
+    n = ngx_min(s->attempts - s->nhosts, 8);
+
+    max = ngx_min((ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MAX, s->timeout / 3);
+    d = ngx_min((ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN << n, max);
+
+    /* randomised, so that a fleet does not reconnect in step */
+
+    d = d / 2 + (ngx_msec_t) ngx_random() % (d / 2 + 1);
+
+    ngx_log_debug2(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: connection attempt %ui, next in %M",
+                   s->attempts + 1, d);
+
+    return d;
+}
+
+
+/*
+ * ZOOKEEPER-2466: after a failed attempt the client advances its cursor in
+ * the server list twice (in handle_error() and in zookeeper_interest()), so
+ * with an even number of servers it only ever tries half of them, and may
+ * never reach the one that is up.  Before each attempt the cursor is put
+ * back where it should be: the attempt goes to the server that follows the
+ * one tried last.
+ */
+
+static void
+ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s)
+{
+    ngx_uint_t   i, n;
+
+    /* the first attempt of a handle goes where the client shuffled it */
+
+    if (s->last_server[0]) {
+        (void) ngx_http_zk_lock_session_cycle_to(s, s->last_server);
+    }
+
+    /* the one after: the next attempt's server */
+
+    zoo_cycle_next_server(s->zh);
+
+    (void) ngx_cpystrn(s->last_server,
+                       (u_char *) zoo_get_current_server(s->zh),
+                       sizeof(s->last_server));
+
+    /* once around to learn the number of servers, then to just before it */
+
+    n = ngx_http_zk_lock_session_cycle_to(s, s->last_server);
+
+    for (i = 1; i < n; i++) {
+        zoo_cycle_next_server(s->zh);
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: connecting to %s of %ui", s->last_server, n);
+}
+
+
+/*
+ * Cycles until the client's current server is the given one: the number
+ * of steps, from 1 to the number of servers, or 0 if it is not listed
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_session_cycle_to(ngx_http_zk_lock_session_t *s,
+    u_char *server)
+{
+    ngx_uint_t  i;
+
+    for (i = 1; i <= 64; i++) {
+        zoo_cycle_next_server(s->zh);
+
+        if (ngx_strcmp(zoo_get_current_server(s->zh), server) == 0) {
+            return i;
+        }
+    }
+
+    return 0;
+}
+
+
 /*
  * The client opens a new socket for every connection attempt and closes it
  * itself on errors; by the time it hands back a descriptor, the one nginx
@@ -295,28 +460,18 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
 {
     struct stat        st;
     ngx_connection_t  *c;
+    ngx_int_t          rc;
 
-    if (fd != -1 && fstat(fd, &st) == -1) {
+    rc = (fd == -1) ? NGX_DECLINED : ngx_http_zk_lock_session_stat(s, fd, &st);
 
-        /*
-         * When a connection times out, zookeeper_interest() hands back the
-         * socket it has just closed
-         */
-
-        if (ngx_errno != NGX_EBADF) {
-            ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
-                          "fstat(%d) failed", fd);
-        }
-
+    if (rc == NGX_DECLINED) {
         fd = -1;
     }
 
     c = s->conn;
 
     if (c) {
-        if (fd != -1 && c->fd == fd
-            && st.st_dev == s->dev && st.st_ino == s->ino)
-        {
+        if (rc == NGX_OK && c->fd == fd) {
             return NGX_OK;
         }
 
@@ -347,6 +502,40 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
                    "zk lock: watching socket %d", fd);
 
     return NGX_OK;
+}
+
+
+/*
+ * NGX_OK: fd is the socket being watched; NGX_DECLINED: fd is closed;
+ * NGX_BUSY: fd is open, but is not (or no longer) that socket
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_session_stat(ngx_http_zk_lock_session_t *s, int fd,
+    struct stat *st)
+{
+    if (fstat(fd, st) == -1) {
+
+        /*
+         * When a connection times out, zookeeper_interest() hands back the
+         * socket it has just closed
+         */
+
+        if (ngx_errno != NGX_EBADF) {
+            ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
+                          "fstat(%d) failed", fd);
+        }
+
+        return NGX_DECLINED;
+    }
+
+    if (s->conn && s->conn->fd == fd
+        && st->st_dev == s->dev && st->st_ino == s->ino)
+    {
+        return NGX_OK;
+    }
+
+    return NGX_BUSY;
 }
 
 
@@ -545,6 +734,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
         }
 
         s->connected = 1;
+        s->attempts = 0;
         server = zoo_get_current_server(s->zh);
 
         ngx_log_error(NGX_LOG_INFO, &s->log, 0,

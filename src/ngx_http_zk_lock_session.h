@@ -41,6 +41,12 @@ struct ngx_http_zk_lock_session_s {
     ngx_uint_t                    generation;
     ngx_uint_t                    reconnects;
 
+    /* connection attempts since the last connect, and when the next may */
+    ngx_uint_t                    attempts;
+    ngx_msec_t                    next_attempt;
+    ngx_uint_t                    nhosts;
+    u_char                        last_server[NGX_SOCKADDR_STRLEN + 1];
+
     ngx_rbtree_t                  locks;      /* ngx_http_zk_lock_t by path */
     ngx_rbtree_node_t             sentinel;
     ngx_queue_t                   all;        /* the same locks, as a list */

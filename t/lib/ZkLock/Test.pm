@@ -783,7 +783,9 @@ my %BG;
 
 # true once every worker of these nginx instances has logged that its
 # ZooKeeper session is connected (they connect after nginx_start returns)
+# (opt: a number as first argument is the timeout, 15 s)
 sub sessions_connected {
+    my $timeout = !ref $_[0] ? shift : 15;
     my (@fleet) = @_;
     my $want = 0;
     $want += scalar($_->worker_pids) for @fleet;
@@ -791,7 +793,7 @@ sub sessions_connected {
         my $n = () = join('', map { $_->error_log } @fleet)
             =~ /zookeeper session 0x[0-9a-f]+ connected/g;
         return $n >= $want;
-    }, 15);
+    }, $timeout);
 }
 
 # test: within $timeout (5 s), no ephemeral node is left below $path
