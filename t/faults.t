@@ -11,7 +11,9 @@
 #     never the ~9 per second of the client's own schedule
 #  4. one server up among four listed: every worker finds it (the client
 #     alone may not: ZOOKEEPER-2466)
-#  5. session expiry (the connection is cut for longer than the session
+#  5. connection lost (session alive): a waiter keeps its place in the
+#     queue, a release that could not be sent is sent after the reconnect
+#  6. session expiry (the connection is cut for longer than the session
 #     timeout): a waiting request fails at once with 503 (closed) or
 #     passes (open); a holder finishes with a warning (zk_lock_lost
 #     finish) or is cut off (zk_lock_lost abort); the new session takes
@@ -229,6 +231,52 @@ subtest 'one server up among four listed: every worker finds it' => sub {
     ok(wait_for(sub {
         ($ng->get('/closed?key=four')->{headers}{'x-lock'} // '') eq 'ACQUIRED'
     }, 15, 0.2), 'the first instance takes locks again');
+};
+
+###############################################################################
+
+subtest 'connection lost, session alive: places kept, release retried' => sub {
+    my $px = ZkLock::FaultProxy->start($zk);
+    my $cl = nginx_start(conf($px->hosts, '10s'), backend => $be);
+    ok(sessions_connected($cl), 'connected through the proxy');
+
+    $be->reset;
+    my $h = http_parallel_bg([
+        [ $cl->port, '/finish?key=cl&sleep=3000&id=h' ] ], timeout => 30);
+    ok(wait_for(sub { $be->stats('cl')->{inflight} }, 5), 'h holds');
+    my $w = http_parallel_bg([
+        [ $cl->port, '/finish?key=cl&sleep=10&id=w1' ],
+        [ $ng->port, '/finish?key=cl&sleep=10&id=w2' ],
+    ], timeout => 30, stagger => 0.5);
+    ok(wait_for(sub { zk_children($zk, '/f/finish') == 3 }, 5),
+        'w1, then w2 (another instance) queue behind it');
+
+    my $off = length $cl->error_log;
+    my $cut = $px->cut(5);
+    my $hr = http_parallel_collect($h, 30)->[0];
+    my $ended = time;
+    is($hr->{status}, 200, 'h ends meanwhile: 200');
+    SKIP: {
+        skip 'h ended after the cut (slow machine)', 1
+            if $ended > $cut + 4.5;
+        is(scalar(() = zk_children($zk, '/f/finish')), 3,
+            'its node is still there: the delete could not be sent');
+    }
+
+    my $res = http_parallel_collect($w, 30);
+    is_deeply([ map { $_->{status} } @$res ], [200, 200],
+        'both waiters get the lock after the reconnect');
+    is($res->[0]{headers}{'x-lock'}, 'ACQUIRED', 'w1: ACQUIRED');
+    is_deeply($be->stats('cl')->{order}, [qw(h w1 w2)],
+        'in their order: w1 kept its place');
+    cmp_ok($be->stats('cl')->{max}, '==', 1, 'one at a time');
+    my $log = substr($cl->error_log, $off);
+    like($log, qr/zookeeper connection lost/, 'the connection was lost');
+    unlike($log, qr/expired/, 'the session was not');
+    no_ephemerals($zk, '/f', 'connection loss');
+    $cl->stop;
+    $px->stop;
+    is_deeply([ bad_lines($cl) ], [], 'no alert/crash lines');
 };
 
 ###############################################################################
