@@ -18,6 +18,8 @@
 #     passes (open); a holder finishes with a warning (zk_lock_lost
 #     finish) or is cut off (zk_lock_lost abort); the new session takes
 #     locks at once; nothing is left behind
+#  7. ZooKeeper paused (SIGSTOP) past the session timeout: no request
+#     waits past its timeout, locks are taken again after it resumes
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
 use strict;
@@ -346,6 +348,44 @@ subtest 'session expiry: waiters fail or pass, holders finish or abort' => sub {
     $ex->stop;
     $px->stop;
     is_deeply([ bad_lines($ex) ], [], 'no alert/crash lines');
+};
+
+###############################################################################
+
+subtest 'ZooKeeper paused past the session timeout' => sub {
+    my $pz = nginx_start(conf('%%ZK%%', '2s'), zk => $zk, backend => $be);
+    ok(sessions_connected($pz), 'connected (2 s session)');
+
+    $be->reset;
+    my $bg = http_parallel_bg([
+        [ $pz->port, '/finish?key=pz&sleep=2000&id=h' ],
+        (map { [ $pz->port, "/closed?key=pz&sleep=10&id=w$_" ] } 1 .. 3),
+        [ $pz->port, '/open?key=pzo&sleep=10&id=o' ],
+    ], timeout => 30, stagger => 0.2);
+    ok(wait_for(sub { $be->stats('pz')->{inflight} }, 5), 'one holds');
+
+    $zk->pause;
+    my $paused = time;
+    sleep 4;
+    $zk->resume;
+
+    my $res = http_parallel_collect($bg, 30);
+    is($res->[0]{status}, 200, 'the holder finishes');
+    for my $r (@$res[1 .. 3]) {
+        ok($r->{status} == 503 && $r->{time} < 1.5 + 2,
+            "a waiter: 503 at its 1.5 s timeout, not later "
+            . "($r->{status} in " . sprintf('%.1f', $r->{time}) . ' s)');
+    }
+    ok($res->[4]{status} == 200 && $res->[4]{time} < 1.5 + 2,
+        'zk_lock_fail open: 200 within its timeout');
+
+    ok(wait_for(sub {
+        ($pz->get('/closed?key=pz2')->{headers}{'x-lock'} // '')
+            eq 'ACQUIRED' }, 15, 0.2), 'locks are taken again');
+    note sprintf 'locks again %.1f s after the pause began', time - $paused;
+    no_ephemerals($zk, '/f', 'pause');
+    $pz->stop;
+    is_deeply([ bad_lines($pz) ], [], 'no alert/crash lines');
 };
 
 ###############################################################################
