@@ -503,7 +503,12 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     spec = want->spec;
 
-    if (!lmcf->session->connected && llcf->fail_open) {
+    /*
+     * zk_lock_fail open: no waiting when ZooKeeper is known to be out of
+     * reach; a worker that is still making its first connection is not
+     */
+
+    if (lmcf->session->down && llcf->fail_open) {
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "%s \"%V\" bypassed: no zookeeper connection",
                       ngx_http_zk_lock_type_name[spec->type], &want->path);

@@ -271,6 +271,7 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
         {
             /* the client has closed the socket of a failed attempt */
             ngx_http_zk_lock_session_unwrap(s);
+            s->down = 1;
         }
 
         if (s->conn == NULL) {
@@ -320,6 +321,10 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     ngx_log_debug3(NGX_LOG_DEBUG_EVENT, &s->log, 0,
                    "zk lock: interest fd:%d i:%d tv:%l", fd, interest,
                    (long) (tv.tv_sec * 1000 + tv.tv_usec / 1000));
+
+    if (attempt && rc != ZOK) {
+        s->down = 1;
+    }
 
     if (attempt && rc == ZOK && fd == -1) {
 
@@ -734,6 +739,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
         }
 
         s->connected = 1;
+        s->down = 0;
         s->attempts = 0;
         server = zoo_get_current_server(s->zh);
 
@@ -750,6 +756,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
 
         if (s->connected) {
             s->connected = 0;
+            s->down = 1;
             s->reconnects++;
 
             ngx_log_error(NGX_LOG_WARN, &s->log, 0,

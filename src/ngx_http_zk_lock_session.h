@@ -56,6 +56,7 @@ struct ngx_http_zk_lock_session_s {
     uint64_t                      uuid_seq;
 
     unsigned                      connected:1;
+    unsigned                      down:1;     /* an attempt has failed */
     unsigned                      exiting:1;
 };
 
