@@ -105,9 +105,7 @@ static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_cleanup(void *data);
 static void ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold);
 static ngx_int_t ngx_http_zk_lock_session_error(int error);
-static ngx_int_t ngx_http_zk_lock_status_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data);
-static ngx_int_t ngx_http_zk_lock_wait_time_variable(ngx_http_request_t *r,
+static ngx_int_t ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
@@ -126,10 +124,10 @@ static ngx_str_t  ngx_http_zk_lock_results[] = {
 static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
 
     { ngx_string("zk_lock_status"), NULL,
-      ngx_http_zk_lock_status_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      ngx_http_zk_lock_result_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("zk_lock_wait_time"), NULL,
-      ngx_http_zk_lock_wait_time_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      ngx_http_zk_lock_result_variable, 1, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("zk_lock_node"), NULL,
       ngx_http_zk_lock_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -996,32 +994,10 @@ ngx_http_zk_lock_add_variables(ngx_conf_t *cf)
 }
 
 
-static ngx_int_t
-ngx_http_zk_lock_status_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data)
-{
-    ngx_uint_t               found;
-    ngx_http_zk_lock_ctx_t  *ctx;
-
-    ctx = ngx_http_zk_lock_find_ctx(r, &found);
-
-    if (ctx == NULL || ctx->result == 0) {
-        v->not_found = 1;
-        return NGX_OK;
-    }
-
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
-    v->len = ngx_http_zk_lock_results[ctx->result].len;
-    v->data = ngx_http_zk_lock_results[ctx->result].data;
-
-    return NGX_OK;
-}
-
+/* $zk_lock_status (data 0) and $zk_lock_wait_time (data 1) */
 
 static ngx_int_t
-ngx_http_zk_lock_wait_time_variable(ngx_http_request_t *r,
+ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
     u_char                  *p;
@@ -1035,16 +1011,23 @@ ngx_http_zk_lock_wait_time_variable(ngx_http_request_t *r,
         return NGX_OK;
     }
 
-    p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
+    if (data == 0) {
+        v->len = ngx_http_zk_lock_results[ctx->result].len;
+        v->data = ngx_http_zk_lock_results[ctx->result].data;
+
+    } else {
+        p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->len = ngx_sprintf(p, "%M", ctx->wait_time) - p;
+        v->data = p;
     }
 
     v->valid = 1;
     v->no_cacheable = 0;
     v->not_found = 0;
-    v->len = ngx_sprintf(p, "%M", ctx->wait_time) - p;
-    v->data = p;
 
     return NGX_OK;
 }
