@@ -96,6 +96,7 @@ static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
     ngx_str_t *info);
 static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
+static void ngx_http_zk_lock_suspend(ngx_http_request_t *r);
 static void ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_timeout_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
@@ -566,10 +567,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ctx->timer.log = r->connection->log;
     ngx_add_timer(&ctx->timer, timeout);
 
-    /* as limit_req's delay: notice a client that goes away meanwhile */
-
-    r->read_event_handler = ngx_http_test_reading;
-    r->write_event_handler = ngx_http_request_empty_handler;
+    ngx_http_zk_lock_suspend(r);
 
     return NGX_AGAIN;
 }
@@ -681,10 +679,29 @@ ngx_http_zk_lock_block(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
 
     *rp = r;
 
+    ngx_http_zk_lock_suspend(r);
+
+    return NGX_AGAIN;
+}
+
+
+/* as limit_req's delay: notice a client that goes away meanwhile */
+
+static void
+ngx_http_zk_lock_suspend(ngx_http_request_t *r)
+{
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_request_empty_handler;
 
-    return NGX_AGAIN;
+    /*
+     * An end of stream that came with the request itself has been
+     * reported already, and will not be again: a client that sent its
+     * request and closed at once would keep its place in the queue
+     */
+
+    if (r->connection->read->ready) {
+        ngx_post_event(r->connection->read, &ngx_posted_events);
+    }
 }
 
 
