@@ -24,6 +24,7 @@
 #define NGX_HTTP_ZK_LOCK_ERROR     3
 #define NGX_HTTP_ZK_LOCK_BYPASSED  4
 #define NGX_HTTP_ZK_LOCK_LOST_HELD 5
+#define NGX_HTTP_ZK_LOCK_REJECTED  6
 
 
 /* a lock the client request holds or waits for */
@@ -97,6 +98,10 @@ static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
 static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_suspend(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_full(ngx_http_request_t *r,
+    ngx_http_zk_lock_hold_t *want);
+static ngx_int_t ngx_http_zk_lock_reject(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_timeout_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
@@ -118,8 +123,13 @@ static ngx_str_t  ngx_http_zk_lock_results[] = {
     ngx_string("TIMEOUT"),
     ngx_string("ERROR"),
     ngx_string("BYPASSED"),
-    ngx_string("LOST")
+    ngx_string("LOST"),
+    ngx_string("REJECTED")
 };
+
+
+/* the requests of this worker that wait for a lock */
+static ngx_uint_t  ngx_http_zk_lock_nwaiting;
 
 
 static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
@@ -516,6 +526,10 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         return NGX_DECLINED;
     }
 
+    if (ngx_http_zk_lock_full(r, want)) {
+        return ngx_http_zk_lock_reject(r, ctx, want);
+    }
+
     hold = ngx_array_push(&ctx->holds);
     if (hold == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -566,6 +580,8 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     ctx->timer.log = r->connection->log;
     ngx_add_timer(&ctx->timer, timeout);
+
+    ngx_http_zk_lock_nwaiting++;
 
     ngx_http_zk_lock_suspend(r);
 
@@ -705,6 +721,100 @@ ngx_http_zk_lock_suspend(ngx_http_request_t *r)
 }
 
 
+/*
+ * max_waiting counts the requests of this worker that wait on the path
+ * (for Curator's semaphore v2: on its mutex and for a lease), so that the
+ * check costs no ZooKeeper call; zk_lock_max_waiting all of them
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_full(ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
+{
+    u_char                        *p;
+    ngx_str_t                      path;
+    ngx_uint_t                     n;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    if (lmcf->max_waiting && ngx_http_zk_lock_nwaiting >= lmcf->max_waiting) {
+        return 1;
+    }
+
+    if (want->spec->max_waiting == 0) {
+        return 0;
+    }
+
+    if (!want->spec->v2) {
+        n = ngx_http_zk_lock_waiting(lmcf->session, &want->path);
+        return n >= want->spec->max_waiting;
+    }
+
+    p = ngx_pnalloc(r->pool, want->path.len + sizeof("/leases") - 1);
+    if (p == NULL) {
+        return 0;
+    }
+
+    path.data = p;
+    path.len = ngx_sprintf(p, "%V/locks", &want->path) - p;
+
+    n = ngx_http_zk_lock_waiting(lmcf->session, &path);
+
+    path.len = ngx_sprintf(p, "%V/leases", &want->path) - p;
+
+    n += ngx_http_zk_lock_waiting(lmcf->session, &path);
+
+    return n >= want->spec->max_waiting;
+}
+
+
+/* the queue is full: no node, the status at once, and when to come back */
+
+static ngx_int_t
+ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *want)
+{
+    time_t                        sec;
+    ngx_table_elt_t              *h;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+    ngx_log_error(llcf->log_level, r->connection->log, 0,
+                  "%s \"%V\" rejected: too many requests waiting",
+                  ngx_http_zk_lock_type_name[want->spec->type], &want->path);
+
+    ngx_http_zk_lock_give_back(ctx);
+    ctx->result = NGX_HTTP_ZK_LOCK_REJECTED;
+
+    if (llcf->status == NGX_HTTP_TOO_MANY_REQUESTS
+        || llcf->status == NGX_HTTP_SERVICE_UNAVAILABLE)
+    {
+        h = ngx_list_push(&r->headers_out.headers);
+        if (h == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        /* a waiter's time: by then the queue has moved */
+
+        sec = (want->spec->timeout != NGX_CONF_UNSET_MSEC
+               ? want->spec->timeout : llcf->timeout) / 1000;
+
+        h->value.data = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
+        if (h->value.data == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        h->hash = 1;
+        ngx_str_set(&h->key, "Retry-After");
+        h->value.len = ngx_sprintf(h->value.data, "%T", ngx_max(sec, 1))
+                       - h->value.data;
+    }
+
+    return llcf->status;
+}
+
+
 static void
 ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 {
@@ -814,6 +924,7 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
     }
 
     ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
+    ngx_http_zk_lock_nwaiting--;
     waited = ngx_current_msec - ctx->started;
     ctx->wait_time += waited;
 
@@ -945,6 +1056,10 @@ ngx_http_zk_lock_cleanup(void *data)
 
     if (ctx->timer.timer_set) {
         ngx_del_timer(&ctx->timer);
+    }
+
+    if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
+        ngx_http_zk_lock_nwaiting--;
     }
 
     hold = ctx->holds.elts;

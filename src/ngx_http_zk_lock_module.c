@@ -83,6 +83,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       offsetof(ngx_http_zk_lock_main_conf_t, session_timeout),
       NULL },
 
+    { ngx_string("zk_lock_max_waiting"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_main_conf_t, max_waiting),
+      NULL },
+
     { ngx_string("zk_mutex"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE123,
       ngx_http_zk_lock,
@@ -195,6 +202,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
      */
 
     lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
+    lmcf->max_waiting = NGX_CONF_UNSET_UINT;
 
     return lmcf;
 }
@@ -206,6 +214,7 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_http_zk_lock_main_conf_t *lmcf = conf;
 
     ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
+    ngx_conf_init_uint_value(lmcf->max_waiting, 0);
 
     return NGX_CONF_OK;
 }
@@ -448,6 +457,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     spec->name = value[1];
     spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
     spec->timeout = NGX_CONF_UNSET_MSEC;
+    spec->max_waiting = 0;
     spec->v2 = 0;
     spec->reentrant = 1;
     ngx_str_null(&spec->counter);
@@ -487,6 +497,19 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 return NGX_CONF_ERROR;
             }
 
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "max_waiting=", 12) == 0) {
+
+            n = ngx_atoi(value[i].data + 12, value[i].len - 12);
+            if (n == NGX_ERROR || n == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid max_waiting \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            spec->max_waiting = n;
             continue;
         }
 

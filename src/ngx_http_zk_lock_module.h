@@ -33,6 +33,7 @@ typedef struct {
     ngx_uint_t                    leases;     /* or the default of: */
     ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_msec_t                    timeout;
+    ngx_uint_t                    max_waiting; /* in a worker; 0: any */
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;
 } ngx_http_zk_lock_spec_t;
@@ -42,6 +43,7 @@ typedef struct {
     ngx_str_t                     hosts;      /* null-terminated */
     ngx_str_t                     chroot;
     ngx_msec_t                    session_timeout;
+    ngx_uint_t                    max_waiting; /* of a worker, all paths */
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_http_zk_lock_session_t   *session;

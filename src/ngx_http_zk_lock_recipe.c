@@ -205,6 +205,39 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 }
 
 
+/* the requests of this worker that wait on a lock path */
+
+ngx_uint_t
+ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
+{
+    ngx_uint_t                n;
+    ngx_queue_t              *q;
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *node;
+
+    lock = ngx_http_zk_lock_find(s, path->data, path->len);
+
+    if (lock == NULL) {
+        return 0;
+    }
+
+    n = 0;
+
+    for (q = ngx_queue_head(&lock->nodes);
+         q != ngx_queue_sentinel(&lock->nodes);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+        if (node->notify && node->state != NGX_HTTP_ZK_LOCK_HELD) {
+            n++;
+        }
+    }
+
+    return n;
+}
+
+
 void
 ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
 {

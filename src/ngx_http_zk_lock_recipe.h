@@ -125,6 +125,8 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
+ngx_uint_t ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s,
+    ngx_str_t *path);
 
 void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
