@@ -32,6 +32,10 @@ static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static uint32_t ngx_http_zk_lock_utf8(u_char **pp, u_char *last);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
+static char *ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 
@@ -81,6 +85,20 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       ngx_conf_set_msec_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_zk_lock_main_conf_t, session_timeout),
+      NULL },
+
+    { ngx_string("zk_auth"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_zk_lock_auth,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("zk_acl"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_zk_lock_acl,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("zk_lock_max_waiting"),
@@ -815,6 +833,7 @@ ngx_http_zk_lock_utf8(u_char **pp, u_char *last)
 static ngx_int_t
 ngx_http_zk_lock_init(ngx_conf_t *cf)
 {
+    ngx_uint_t                     i;
     ngx_http_handler_pt           *h;
     ngx_http_core_main_conf_t     *cmcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
@@ -840,6 +859,19 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
     lmcf->session->hosts = lmcf->hosts;
     lmcf->session->chroot = lmcf->chroot;
     lmcf->session->timeout = lmcf->session_timeout;
+    lmcf->session->auth = lmcf->auth;
+    lmcf->session->acl = lmcf->acl ? lmcf->acl : &ZOO_OPEN_ACL_UNSAFE;
+
+    if (lmcf->acl && lmcf->auth.len == 0) {
+        for (i = 0; i < (ngx_uint_t) lmcf->acl->count; i++) {
+            if (ngx_strcmp(lmcf->acl->data[i].id.scheme, "auth") == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "\"zk_acl\" with the \"auth\" scheme "
+                                   "needs \"zk_auth\"");
+                return NGX_ERROR;
+            }
+        }
+    }
 
     /*
      * After access checks (auth_basic, auth_request): a request that is
@@ -916,4 +948,202 @@ ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
     }
 
     ngx_http_zk_lock_session_close(lmcf->session);
+}
+
+
+/*
+ * zk_auth digest user:password
+ * zk_auth digest file=<path>: the first line of the file, so that the
+ * secret stays out of nginx.conf (the file is read by the master, at
+ * configuration time, and may be readable by root only)
+ */
+
+static char *
+ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_main_conf_t *lmcf = conf;
+
+    u_char     *p, *last;
+    ssize_t     n;
+    ngx_str_t  *value, name;
+    ngx_file_t  file;
+    u_char      buf[1024];
+
+    if (lmcf->auth.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "digest") != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "unsupported zk_auth scheme \"%V\", "
+                           "only \"digest\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_strncmp(value[2].data, "file=", 5) != 0) {
+        lmcf->auth = value[2];
+        goto check;
+    }
+
+    name.len = value[2].len - 5;
+    name.data = value[2].data + 5;
+
+    if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(&file, sizeof(ngx_file_t));
+    file.name = name;
+    file.log = cf->log;
+
+    file.fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (file.fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           ngx_open_file_n " \"%s\" failed", name.data);
+        return NGX_CONF_ERROR;
+    }
+
+    n = ngx_read_file(&file, buf, sizeof(buf), 0);
+
+    if (ngx_close_file(file.fd) == NGX_FILE_ERROR) {
+        ngx_conf_log_error(NGX_LOG_ALERT, cf, ngx_errno,
+                           ngx_close_file_n " \"%s\" failed", name.data);
+    }
+
+    if (n == NGX_ERROR) {
+        return NGX_CONF_ERROR;
+    }
+
+    last = ngx_strlchr(buf, buf + n, LF);
+    if (last == NULL) {
+        last = buf + n;
+    }
+
+    if (last > buf && last[-1] == CR) {
+        last--;
+    }
+
+    lmcf->auth.len = last - buf;
+    lmcf->auth.data = ngx_pnalloc(cf->pool, lmcf->auth.len);
+    if (lmcf->auth.data == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memcpy(lmcf->auth.data, buf, lmcf->auth.len);
+
+    /* not to leave the secret on the stack */
+    ngx_explicit_memzero(buf, sizeof(buf));
+
+check:
+
+    p = ngx_strlchr(lmcf->auth.data, lmcf->auth.data + lmcf->auth.len, ':');
+
+    if (p == NULL || p == lmcf->auth.data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zk_auth digest credentials must be "
+                           "\"user:password\"");
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * zk_acl scheme:id:perms ..., as zkCli.sh's setAcl writes them, perms
+ * among "cdrwa": "world:anyone:r", "auth::cdrwa" (whoever authenticated
+ * as with zk_auth), "digest:user:<base64 sha1>:cdrwa", "ip:10.0.0.0/8:r"
+ */
+
+static char *
+ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_main_conf_t *lmcf = conf;
+
+    u_char      *p, *colon, *last;
+    int32_t      perms;
+    ngx_str_t   *value;
+    ngx_uint_t   i;
+    struct ACL  *acl;
+
+    if (lmcf->acl) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    lmcf->acl = ngx_pcalloc(cf->pool, sizeof(struct ACL_vector));
+    if (lmcf->acl == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    acl = ngx_pcalloc(cf->pool, (cf->args->nelts - 1) * sizeof(struct ACL));
+    if (acl == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->acl->count = cf->args->nelts - 1;
+    lmcf->acl->data = acl;
+
+    for (i = 1; i < cf->args->nelts; i++, acl++) {
+
+        p = value[i].data;
+        last = p + value[i].len;
+
+        colon = ngx_strlchr(p, last, ':');
+
+        while (last > p && last[-1] != ':') {
+            last--;
+        }
+
+        if (colon == NULL || colon == p || last - 1 == colon) {
+            goto invalid;
+        }
+
+        perms = 0;
+
+        for (p = last; p < value[i].data + value[i].len; p++) {
+            switch (*p) {
+            case 'c': perms |= ZOO_PERM_CREATE; break;
+            case 'd': perms |= ZOO_PERM_DELETE; break;
+            case 'r': perms |= ZOO_PERM_READ; break;
+            case 'w': perms |= ZOO_PERM_WRITE; break;
+            case 'a': perms |= ZOO_PERM_ADMIN; break;
+            default: goto invalid;
+            }
+        }
+
+        if (perms == 0) {
+            goto invalid;
+        }
+
+        if (colon - value[i].data == 5
+            && ngx_strncmp(value[i].data, "world", 5) == 0
+            && (last - 1 - (colon + 1) != 6
+                || ngx_strncmp(colon + 1, "anyone", 6) != 0))
+        {
+            goto invalid;
+        }
+
+        *colon = '\0';
+        last[-1] = '\0';
+
+        acl->perms = perms;
+        acl->id.scheme = (char *) value[i].data;
+        acl->id.id = (char *) colon + 1;
+
+        continue;
+
+    invalid:
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zk_acl entry \"%V\", must be "
+                           "\"scheme:id:perms\" with perms among \"cdrwa\"",
+                           &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
 }

@@ -11,6 +11,7 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
+#include <zookeeper/zookeeper.h>
 
 
 #define NGX_HTTP_ZK_LOCK_MUTEX        1
@@ -44,6 +45,8 @@ typedef struct {
     ngx_str_t                     chroot;
     ngx_msec_t                    session_timeout;
     ngx_uint_t                    max_waiting; /* of a worker, all paths */
+    ngx_str_t                     auth;       /* digest "user:password" */
+    struct ACL_vector            *acl;        /* of the nodes created */
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_http_zk_lock_session_t   *session;

@@ -787,7 +787,7 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
     node->generation = s->generation;
 
     rc = zoo_acreate(s->zh, (char *) buf, (char *) node->info.data,
-                     (int) node->info.len, &ZOO_OPEN_ACL_UNSAFE,
+                     (int) node->info.len, s->acl,
                      ZOO_EPHEMERAL_SEQUENTIAL, ngx_http_zk_lock_create_done,
                      node);
 
@@ -939,8 +939,8 @@ ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path)
 
     s = lock->session;
 
-    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-                     ZOO_CONTAINER, ngx_http_zk_lock_parent_done, lock);
+    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, ZOO_CONTAINER,
+                     ngx_http_zk_lock_parent_done, lock);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,

@@ -32,6 +32,7 @@
 
 static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_auth_done(int rc, const void *data);
 static ngx_msec_t ngx_http_zk_lock_session_backoff(
     ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s);
@@ -212,6 +213,8 @@ ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s, u_char *buf)
 static ngx_int_t
 ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
 {
+    int  rc;
+
     s->zh = zookeeper_init2((char *) s->hosts.data,
                             ngx_http_zk_lock_session_watcher,
                             (int) s->timeout, NULL, s, 0,
@@ -221,6 +224,18 @@ ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
         ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
                       "zookeeper_init() failed");
         return NGX_ERROR;
+    }
+
+    /* the client keeps the credentials, and sends them on every connect */
+
+    if (s->auth.len) {
+        rc = zoo_add_auth(s->zh, "digest", (char *) s->auth.data,
+                          (int) s->auth.len, ngx_http_zk_lock_session_auth_done,
+                          s);
+        if (rc != ZOK) {
+            ngx_log_error(NGX_LOG_ALERT, &s->log, 0,
+                          "zoo_add_auth() failed (%d: %s)", rc, zerror(rc));
+        }
     }
 
     /*
@@ -239,6 +254,23 @@ ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
     ngx_http_zk_lock_session_update(s);
 
     return NGX_OK;
+}
+
+
+static void
+ngx_http_zk_lock_session_auth_done(int rc, const void *data)
+{
+    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zookeeper digest authentication failed (%d: %s)",
+                      rc, zerror(rc));
+        return;
+    }
+
+    ngx_log_debug0(NGX_LOG_DEBUG_EVENT, &s->log, 0,
+                   "zk lock: digest authentication done");
 }
 
 

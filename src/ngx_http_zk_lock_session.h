@@ -36,6 +36,8 @@ struct ngx_http_zk_lock_session_s {
     ngx_str_t                     hosts;
     ngx_str_t                     chroot;
     ngx_msec_t                    timeout;
+    ngx_str_t                     auth;
+    struct ACL_vector            *acl;
 
     /* bumped for every new ZooKeeper session: a node belongs to one */
     ngx_uint_t                    generation;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Independent ZooKeeper client for the test harness (python3 + kazoo).
 
-Usage: /usr/bin/python3 t/lib/zkctl.py --hosts H [--timeout S] COMMAND ...
+Usage: /usr/bin/python3 t/lib/zkctl.py --hosts H [--timeout S]
+           [--auth USER:PASSWORD] COMMAND ...
 
 Every command prints one JSON document on stdout and exits 0; errors print
 {"error": "..."} on stderr and exit 2 (wait-gone exits 3 on timeout).
@@ -25,6 +26,7 @@ Every command prints one JSON document on stdout and exits 0; errors print
         node at once; if disconnected, it first waits up to a session
         timeout to reconnect) and exits 0.  Killing it with SIGKILL instead leaves
         the node until the session expires -- use that to test expiry.
+  acl PATH               -> ["world:anyone:r", "digest:u:<hash>:cdrwa", ...]
   wait-gone PATH --timeout T
                          -> {"gone": true|false}
 """
@@ -66,6 +68,7 @@ def connect(args, session_timeout=10.0, persistent=False):
         connection_retry=KazooRetry(max_tries=-1 if persistent else 3,
                                     delay=0.2, max_delay=1),
         command_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1),
+        auth_data=[("digest", args.auth)] if args.auth else None,
     )
     client.start(timeout=args.timeout)
     return client
@@ -144,6 +147,14 @@ def cmd_set(client, args):
     client.ensure_path(args.path)
     client.set(args.path, data)
     out({"node": args.path})
+
+
+def cmd_acl(client, args):
+    acls, _ = client.get_acls(args.path)
+    bits = (("c", 4), ("d", 8), ("r", 1), ("w", 2), ("a", 16))
+    out(["%s:%s:%s" % (a.id.scheme, a.id.id,
+                       "".join(c for c, bit in bits if a.perms & bit))
+         for a in acls])
 
 
 def cmd_delete(client, args):
@@ -225,9 +236,10 @@ def parse_args(argv):
     p.add_argument("--hosts", required=True)
     p.add_argument("--timeout", type=float, default=5.0,
                    help="connection timeout in seconds")
+    p.add_argument("--auth", help="digest credentials, user:password")
     sub = p.add_subparsers(dest="command", required=True)
 
-    for name in ("children", "tree", "ephemerals", "get"):
+    for name in ("children", "tree", "ephemerals", "get", "acl"):
         sub.add_parser(name).add_argument("path")
 
     c = sub.add_parser("create")
@@ -265,6 +277,7 @@ COMMANDS = {
     "tree": cmd_tree,
     "ephemerals": cmd_ephemerals,
     "get": cmd_get,
+    "acl": cmd_acl,
     "create": cmd_create,
     "set": cmd_set,
     "delete": cmd_delete,
