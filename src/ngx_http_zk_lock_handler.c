@@ -10,6 +10,7 @@
 
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_metrics.h"
 
 
 #define NGX_HTTP_ZK_LOCK_NONE      ((ngx_uint_t) -1)
@@ -43,6 +44,7 @@ typedef struct {
     ngx_http_zk_lock_node_t      *mutex;
 
     unsigned                      abort:1;    /* zk_lock_lost abort */
+    unsigned                      counted:1;  /* as held, in the metrics */
 } ngx_http_zk_lock_hold_t;
 
 
@@ -523,6 +525,8 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
                       ngx_http_zk_lock_type_name[spec->type], &want->path);
 
         ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
+        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_M_BYPASSED, 0);
+
         return NGX_DECLINED;
     }
 
@@ -582,6 +586,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_add_timer(&ctx->timer, timeout);
 
     ngx_http_zk_lock_nwaiting++;
+    ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_M_WAIT, 0);
 
     ngx_http_zk_lock_suspend(r);
 
@@ -786,6 +791,7 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     ngx_http_zk_lock_give_back(ctx);
     ctx->result = NGX_HTTP_ZK_LOCK_REJECTED;
+    ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_M_REJECTED, 0);
 
     if (llcf->status == NGX_HTTP_TOO_MANY_REQUESTS
         || llcf->status == NGX_HTTP_SERVICE_UNAVAILABLE)
@@ -820,7 +826,6 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 {
     ngx_uint_t                i, abort;
     ngx_connection_t         *c;
-    ngx_http_request_t       *r;
     ngx_http_zk_lock_ctx_t   *ctx;
     ngx_http_zk_lock_hold_t  *hold, *w;
 
@@ -879,6 +884,12 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
         ngx_http_zk_lock_release(node);
         hold[i].node = NULL;
 
+        if (hold[i].counted) {
+            hold[i].counted = 0;
+            ngx_http_zk_lock_metrics_count(hold[i].spec,
+                                           NGX_HTTP_ZK_LOCK_M_LOST, 0);
+        }
+
         ctx->result = NGX_HTTP_ZK_LOCK_LOST_HELD;
         abort |= hold[i].abort;
     }
@@ -886,15 +897,22 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
     if (abort) {
 
         /*
-         * zk_lock_lost abort: cut the request off as a client abort would;
-         * this runs from a posted event, not from inside the client
+         * zk_lock_lost abort: the request is cut off the way a client
+         * abort cuts it off, by whatever handles the request's events
+         * (an upstream finalizes with 499, a write fails); finalizing it
+         * from here would free it under the upstream's own cleanup
          */
 
-        r = ctx->main;
-        c = r->connection;
+        c = ctx->main->connection;
+        c->error = 1;
 
-        ngx_http_finalize_request(r, NGX_ERROR);
-        ngx_http_run_posted_requests(c);
+        if (!c->read->posted) {
+            ngx_post_event(c->read, &ngx_posted_events);
+        }
+
+        if (!c->write->posted) {
+            ngx_post_event(c->write, &ngx_posted_events);
+        }
     }
 }
 
@@ -937,6 +955,9 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                        &hold->path, waited);
 
         ctx->result = NGX_HTTP_ZK_LOCK_ACQUIRED;
+        hold->counted = 1;
+        ngx_http_zk_lock_metrics_count(hold->spec,
+                                       NGX_HTTP_ZK_LOCK_M_ACQUIRED, waited);
 
     } else if (llcf->fail_open
                && (rc == NGX_DECLINED ? !lmcf->session->connected
@@ -948,6 +969,11 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                       &hold->path, waited,
                       rc == NGX_DECLINED ? "no zookeeper connection"
                                          : zerror(error));
+
+        ngx_http_zk_lock_metrics_count(hold->spec,
+                                       NGX_HTTP_ZK_LOCK_M_UNWAIT, 0);
+        ngx_http_zk_lock_metrics_count(hold->spec,
+                                       NGX_HTTP_ZK_LOCK_M_BYPASSED, 0);
 
         ngx_http_zk_lock_give_back(ctx);
 
@@ -963,6 +989,8 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                           &hold->path, waited);
 
             ctx->result = NGX_HTTP_ZK_LOCK_TIMEOUT;
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_M_TIMEOUT, 0);
 
         } else if (rc == NGX_DECLINED) {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
@@ -972,6 +1000,8 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                           &hold->path, waited);
 
             ctx->result = NGX_HTTP_ZK_LOCK_ERROR;
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_M_ERROR, 0);
 
         } else {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
@@ -980,6 +1010,8 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                           &hold->path, error, zerror(error));
 
             ctx->result = NGX_HTTP_ZK_LOCK_ERROR;
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_M_ERROR, 0);
         }
 
         ngx_http_zk_lock_give_back(ctx);
@@ -1058,11 +1090,13 @@ ngx_http_zk_lock_cleanup(void *data)
         ngx_del_timer(&ctx->timer);
     }
 
+    hold = ctx->holds.elts;
+
     if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
         ngx_http_zk_lock_nwaiting--;
+        ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
+                                       NGX_HTTP_ZK_LOCK_M_UNWAIT, 0);
     }
-
-    hold = ctx->holds.elts;
 
     for (i = 0; i < ctx->holds.nelts; i++) {
         ngx_http_zk_lock_drop(&hold[i]);
@@ -1073,6 +1107,12 @@ ngx_http_zk_lock_cleanup(void *data)
 static void
 ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold)
 {
+    if (hold->counted) {
+        hold->counted = 0;
+        ngx_http_zk_lock_metrics_count(hold->spec,
+                                       NGX_HTTP_ZK_LOCK_M_RELEASED, 0);
+    }
+
     if (hold->node) {
         ngx_http_zk_lock_release(hold->node);
         hold->node = NULL;

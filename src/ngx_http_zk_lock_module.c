@@ -12,6 +12,7 @@
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_metrics.h"
 
 
 static void *ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf);
@@ -149,6 +150,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_zk_lock_loc_conf_t, log_level),
       &ngx_http_zk_lock_log_levels },
+
+    { ngx_string("zk_lock_status_page"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
+      ngx_http_zk_lock_status_page,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
 
     { ngx_string("zk_lock_fail"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -454,6 +462,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t                     *value, *path, s;
     ngx_uint_t                     i, j;
     ngx_http_zk_lock_spec_t       *spec;
+    ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     value = cf->args->elts;
@@ -612,6 +621,23 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (lmcf->used.data == NULL) {
         lmcf->used = cmd->name;
     }
+
+    if (lmcf->metrics == NULL) {
+        lmcf->metrics = ngx_array_create(cf->pool, 4,
+                                         sizeof(ngx_http_zk_lock_metric_t));
+        if (lmcf->metrics == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    metric = ngx_array_push(lmcf->metrics);
+    if (metric == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    metric->name = spec->name;
+    metric->type = spec->type;
+    spec->index = lmcf->metrics->nelts - 1;
 
     if (spec->counter.len) {
         if (lmcf->counters == NULL) {
@@ -860,6 +886,11 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
     lmcf->session->chroot = lmcf->chroot;
     lmcf->session->timeout = lmcf->session_timeout;
     lmcf->session->auth = lmcf->auth;
+
+    if (ngx_http_zk_lock_metrics_init(cf, lmcf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     lmcf->session->acl = lmcf->acl ? lmcf->acl : &ZOO_OPEN_ACL_UNSAFE;
 
     if (lmcf->acl && lmcf->auth.len == 0) {
@@ -912,6 +943,8 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     if (lmcf == NULL || lmcf->session == NULL) {
         return NGX_OK;
     }
+
+    ngx_http_zk_lock_metrics_worker();
 
     if (ngx_http_zk_lock_session_init(cycle, lmcf->session) != NGX_OK) {
         return NGX_ERROR;

@@ -34,6 +34,7 @@ typedef struct {
     ngx_uint_t                    leases;     /* or the default of: */
     ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_msec_t                    timeout;
+    ngx_uint_t                    index;      /* of its counters */
     ngx_uint_t                    max_waiting; /* in a worker; 0: any */
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;
@@ -47,6 +48,8 @@ typedef struct {
     ngx_uint_t                    max_waiting; /* of a worker, all paths */
     ngx_str_t                     auth;       /* digest "user:password" */
     struct ACL_vector            *acl;        /* of the nodes created */
+    ngx_array_t                  *metrics;    /* ngx_http_zk_lock_metric_t */
+    ngx_shm_zone_t               *zone;
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_http_zk_lock_session_t   *session;
@@ -60,7 +63,15 @@ typedef struct {
     ngx_uint_t                    log_level;
     ngx_flag_t                    fail_open;  /* zk_lock_fail open */
     ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
+    ngx_uint_t                    status_page; /* 1: json, 2: prometheus */
 } ngx_http_zk_lock_loc_conf_t;
+
+
+/* the counters of one lock directive, named by its path as configured */
+typedef struct {
+    ngx_str_t                     name;
+    ngx_uint_t                    type;
+} ngx_http_zk_lock_metric_t;
 
 
 const char *ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top);

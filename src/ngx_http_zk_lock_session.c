@@ -11,6 +11,7 @@
 
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_metrics.h"
 
 
 /* responses handled per read event before yielding to other events */
@@ -780,6 +781,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
                       (int64_t) zoo_client_id(s->zh)->client_id,
                       server ? server : "?");
 
+        ngx_http_zk_lock_metrics_session(s);
         ngx_http_zk_lock_recipe_connected(s);
         return;
     }
@@ -793,6 +795,8 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
 
             ngx_log_error(NGX_LOG_WARN, &s->log, 0,
                           "zookeeper connection lost, reconnecting");
+
+            ngx_http_zk_lock_metrics_session(s);
         }
 
         return;
@@ -807,6 +811,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
                       state == ZOO_EXPIRED_SESSION_STATE
                       ? "expired" : "failed authentication");
 
+        ngx_http_zk_lock_metrics_session(s);
         ngx_http_zk_lock_recipe_expired(s);
 
         /* the handle cannot be closed from inside zookeeper_process() */

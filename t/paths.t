@@ -146,16 +146,6 @@ sub spew {
     close $fh or die "$file: $!";
 }
 
-# After every scenario: no ephemeral node left under /p.
-sub no_ephemerals {
-    my ($what, $timeout) = @_;
-    my @left;
-    my $ok = wait_for(sub { @left = zk_ephemerals($zk, '/p'); !@left },
-        $timeout // 3, 0.1);
-    ok($ok, "$what: no ephemeral node left under /p")
-        or diag explain \@left;
-}
-
 sub statuses { return join ',', map { $_->{status} } @{ $_[0] } }
 
 my $NODE_RE = qr/^_c_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}-lock-\d{10}$/;
@@ -209,7 +199,7 @@ subtest 'path from $arg_tenant: per-tenant mutex' => sub {
     # $arg is not url-decoded: "%2F" stays literal and adds no level.
     my $r = $ng->get('/tenant/x?tenant=a%2Fb&key=enc');
     is($r->{status}, 200, '"%2F" in $arg_tenant is literal: 200');
-    no_ephemerals('per-tenant');
+    no_ephemerals($zk, '/p', 'per-tenant');
     my @t = zk_children($zk, '/p/tenant');
     ok(!(grep { $_ eq 'a' } @t), 'and no node /p/tenant/a was made')
         or diag explain \@t;
@@ -289,7 +279,7 @@ subtest 'bad runtime values are refused with 400' => sub {
     is($r->{status}, 200, 'UTF-8 value with U+00E9, U+20AC, U+FFEF and a space: 200');
     my %kids = map { $_ => 1 } zk_children($zk, '/p/h');
     ok($kids{ 'a' x 1019 }, 'the 1024-byte path was used') or diag explain [keys %kids];
-    no_ephemerals('bad values');
+    no_ephemerals($zk, '/p', 'bad values');
 };
 
 # A reference implementation of the segment rule for the fuzz loop: the
@@ -405,7 +395,7 @@ subtest 'fuzz: hostile header values' => sub {
     is_deeply(\@bad, [], 'no alert/crit/emerg or crash line') or diag explain \@bad;
     is_deeply([sort { $a <=> $b } $ng->worker_pids], [sort { $a <=> $b } @workers0],
         'the same workers still run');
-    no_ephemerals('fuzz', 10);
+    no_ephemerals($zk, '/p', 'fuzz', 10);
     # Thousands of container nodes: drop them so later walks stay quick.
     zk_delete($zk, '/p/f', recursive => 1);
 };
@@ -460,7 +450,7 @@ subtest 'nested locations inherit the outer lock' => sub {
     $st = $be->stats('srvfree');
     cmp_ok($st->{max}, '>=', 2, '/free/ is not serialized by the server mutex');
     cmp_ok($st->{max}, '<=', 3, 'and stays within leases=3');
-    no_ephemerals('nested');
+    no_ephemerals($zk, '/p', 'nested');
 };
 
 # ------------------------------------------------- 4. internal redirects
@@ -494,7 +484,7 @@ subtest 'internal redirects keep the lock' => sub {
     ($first) = sort { $a <=> $b } map { $_->{time} } @$res;
     cmp_ok($first, '<', 2, 'the first completes well before the 3s timeout');
     unlike($ng->error_log, qr/not acquired/, 'no lock timeout logged');
-    no_ephemerals('redirects');
+    no_ephemerals($zk, '/p', 'redirects');
 };
 
 # ------------------------------------------------------- 5. subrequests
@@ -543,7 +533,7 @@ subtest 'subrequests (SSI)' => sub {
     # may record them in either order
     is_deeply([sort @{ $be->stats('other')->{order} }], [1, 2],
         'backend saw both includes once');
-    no_ephemerals('subrequests');
+    no_ephemerals($zk, '/p', 'subrequests');
 };
 
 # ------------------------------------------------------------- 6. logs
@@ -556,6 +546,6 @@ is_deeply([sort { $a <=> $b } $ng->worker_pids], [sort { $a <=> $b } @workers0],
     'no worker was replaced');
 
 $ng->stop;
-no_ephemerals('after nginx stop');
+no_ephemerals($zk, '/p', 'after nginx stop');
 diag sprintf 'paths.t ran %.1fs', time - $T_START;
 done_testing;

@@ -253,10 +253,11 @@ sub _terminate {
     my ($pid, $sig, $grace) = @_;
     return 0 unless $PROCS{$pid};
     kill $sig // 'TERM', $pid if _running($pid);
-    if (!defined proc_wait($pid, $grace // 5)) {
+    my $status = proc_wait($pid, $grace // 5);
+    if (!defined $status) {
         kill 'KILL', $pid;
+        $status = proc_wait($pid, 5);
     }
-    my $status = proc_wait($pid, 5);
     # Leftovers of the group (orphaned nginx workers after a master KILL).
     kill '-KILL', $pid if _live_groups()->{$pid};
     return $status;
