@@ -949,10 +949,10 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
     if (rc == NGX_OK) {
-        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "%s \"%V\" acquired after %Mms",
-                       ngx_http_zk_lock_type_name[hold->spec->type],
-                       &hold->path, waited);
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "%s \"%V\" acquired after %Mms",
+                      ngx_http_zk_lock_type_name[hold->spec->type],
+                      &hold->path, waited);
 
         ctx->result = NGX_HTTP_ZK_LOCK_ACQUIRED;
         hold->counted = 1;

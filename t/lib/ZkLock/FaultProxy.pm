@@ -276,7 +276,10 @@ sub _serve {
                 }
                 next;
             }
-            my $e = $by_fd{ fileno $fh } or next;
+            # (closed meanwhile by a cut, earlier in this round)
+            my $fd = fileno $fh;
+            next unless defined $fd;
+            my $e = $by_fd{$fd} or next;
             my ($c, $side) = @$e;
             my $data = '';
             my $n = sysread($fh, $data, 65536);
