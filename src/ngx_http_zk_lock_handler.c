@@ -372,7 +372,8 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     ngx_str_t                  *v;
     ngx_uint_t                  i, n;
     const char                 *err;
-    ngx_http_complex_value_t   *cv;
+    ngx_http_complex_value_t      *cv;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
 
     cv = spec->segments->elts;
     n = spec->segments->nelts;
@@ -405,11 +406,13 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
         len += 1 + v[i].len;
     }
 
-    if (len > NGX_HTTP_ZK_LOCK_MAX_PATH) {
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    if (len > lmcf->max_path) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "%s path \"%V\" is longer than %d bytes",
+                      "%s path \"%V\" is longer than %uz bytes",
                       ngx_http_zk_lock_type_name[spec->type],
-                      &spec->name, NGX_HTTP_ZK_LOCK_MAX_PATH);
+                      &spec->name, lmcf->max_path);
         return NGX_HTTP_BAD_REQUEST;
     }
 

@@ -49,6 +49,11 @@ static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
 };
 
 
+static ngx_conf_num_bounds_t  ngx_http_zk_lock_max_path_bounds = {
+    ngx_conf_check_num_bounds, 2, NGX_HTTP_ZK_LOCK_MAX_PATH
+};
+
+
 static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
     { ngx_string("info"), NGX_LOG_INFO },
     { ngx_string("notice"), NGX_LOG_NOTICE },
@@ -101,6 +106,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
+
+    { ngx_string("zk_lock_max_path"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_main_conf_t, max_path),
+      &ngx_http_zk_lock_max_path_bounds },
 
     { ngx_string("zk_lock_max_waiting"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -229,6 +241,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
 
     lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
     lmcf->max_waiting = NGX_CONF_UNSET_UINT;
+    lmcf->max_path = NGX_CONF_UNSET_SIZE;
 
     return lmcf;
 }
@@ -241,6 +254,7 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
 
     ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
+    ngx_conf_init_size_value(lmcf->max_path, 1024);
 
     return NGX_CONF_OK;
 }

@@ -19,8 +19,8 @@
 #define NGX_HTTP_ZK_LOCK_RWLOCK_READ  3
 #define NGX_HTTP_ZK_LOCK_RWLOCK_WRITE 4
 
-/* a lock path, as evaluated for a request; ZooKeeper allows far longer */
-#define NGX_HTTP_ZK_LOCK_MAX_PATH     1024
+/* the longest zk_lock_max_path: ZooKeeper allows far longer */
+#define NGX_HTTP_ZK_LOCK_MAX_PATH     4096
 
 
 typedef struct ngx_http_zk_lock_session_s  ngx_http_zk_lock_session_t;
@@ -46,6 +46,7 @@ typedef struct {
     ngx_str_t                     chroot;
     ngx_msec_t                    session_timeout;
     ngx_uint_t                    max_waiting; /* of a worker, all paths */
+    size_t                        max_path;   /* as evaluated for a request */
     ngx_str_t                     auth;       /* digest "user:password" */
     struct ACL_vector            *acl;        /* of the nodes created */
     ngx_array_t                  *metrics;    /* ngx_http_zk_lock_metric_t */

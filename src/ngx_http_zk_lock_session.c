@@ -436,7 +436,7 @@ ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s)
 {
     ngx_uint_t   i, n;
 
-    /* the first attempt of a handle goes where the client shuffled it */
+    /* a worker's first attempt goes where the client shuffled it */
 
     if (s->last_server[0]) {
         (void) ngx_http_zk_lock_session_cycle_to(s, s->last_server);

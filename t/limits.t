@@ -7,6 +7,7 @@
 #  2. zk_lock_max_waiting 4: at most 4 waiting requests per worker, over
 #     all paths
 #  3. a bad max_waiting fails "nginx -t"
+#  4. zk_lock_max_path: a longer path gets 400
 #  no node left, no alert/crash line
 
 use strict;
@@ -107,6 +108,32 @@ EOF
         like($out, qr/invalid max_waiting "max_waiting=\Q$v\E"/,
             '... naming it');
     }
+};
+
+subtest 'zk_lock_max_path' => sub {
+    my $lp = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1);
+    zk_hosts %%ZK%%;
+    zk_lock_max_path 16;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / {
+            zk_mutex /lp/$arg_x timeout=2s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    is($lp->get('/?x=' . ('a' x 12))->{status}, 200, '16 bytes: 200');
+    is($lp->get('/?x=' . ('a' x 13))->{status}, 400, '17 bytes: 400');
+    like($lp->error_log, qr/zk_mutex path "\/lp\/\$arg_x" is longer than 16 bytes/,
+        'logged');
+    my ($rc, $out) = nginx_test_conf(<<'EOF', zk => $zk);
+    zk_hosts %%ZK%%;
+    zk_lock_max_path 5000;
+EOF
+    isnt($rc, 0, 'zk_lock_max_path 5000: nginx -t fails');
+    like($out, qr/value must be between 2 and 4096/, '... naming the bounds');
+    $lp->stop;
+    no_ephemerals($zk, '/lp', 'max_path');
 };
 
 is_deeply([ bad_lines() ], [], 'no alert/crash lines');
