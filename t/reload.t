@@ -134,12 +134,7 @@ sub uuid {
 
 sub curator_name { '_c_' . uuid() . '-lock-' }
 
-sub slurp {
-    my ($file) = @_;
-    open my $fh, '<', $file or return '';
-    local $/;
-    return scalar <$fh> // '';
-}
+sub slurp { ZkLock::Test::_slurp($_[0]) }
 
 # /proc scan: [pid, ppid, pgid] of every live (non-zombie) process
 sub procs {
