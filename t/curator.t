@@ -109,15 +109,7 @@ subtest 'zk_semaphore holders block an InterProcessSemaphore (v1)' => sub {
     my @bg = map { bg_get($ng->port, "/s?key=sc&sleep=1500") } 1 .. 2;
     ok(wait_for(sub { $be->stats('sc')->{inflight} == 2 }, 10),
         'nginx holds both leases');
-    my $c = curator($zk, 'semaphore', '/c/sem', 0, 2);
-    my $at = curator_expect($c, qr/^ACQUIRED (\d+)/);
-    my @end = map { my ($st, $end) = bg_wait($_); is($st, 200, 'nginx done');
-        $end } @bg;
-    my ($first) = sort { $a <=> $b } @end;
-    ok($at && $at / 1000 >= $first - 0.05,
-        'Curator got a lease only once an nginx holder was done')
-        or diag sprintf 'Curator at %.3f, first nginx end %.3f',
-            ($at // 0) / 1000, $first;
+    curator_after_nginx(curator($zk, 'semaphore', '/c/sem', 0, 2), @bg);
     no_nodes_left('semaphore, nginx first');
 };
 

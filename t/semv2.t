@@ -123,15 +123,7 @@ subtest 'InterProcessSemaphoreV2 and protocol=v2 share the leases' => sub {
         0, 1;
     ok(wait_for(sub { $be->stats('sh2')->{inflight} == 2 }, 10),
         'nginx holds both leases');
-    my $c2 = curator($zk, 'semv2', '/v/shared', 0, 2);
-    my $at = curator_expect($c2, qr/^ACQUIRED (\d+)/);
-    my @end = map { my ($st, $end) = bg_wait($_); is($st, 200, 'nginx done');
-        $end } @bg;
-    my ($first) = sort { $a <=> $b } @end;
-    ok($at && $at / 1000 >= $first - 0.05,
-        'Curator got a lease only once an nginx holder was done')
-        or diag sprintf 'Curator at %.3f, first nginx end %.3f',
-            ($at // 0) / 1000, $first;
+    curator_after_nginx(curator($zk, 'semv2', '/v/shared', 0, 2), @bg);
     no_nodes_left('v2 shared');
 };
 

@@ -7,6 +7,7 @@ package ZkLock::Curator;
 #   my $c = curator($zk, 'mutex', '/path', $hold_ms [, $leases, $wait_ms]);
 #   my $ms = curator_expect($c, qr/^ACQUIRED (\d+)/);   # epoch ms, or undef
 #   my $bg = bg_get($port, $uri);  my ($status, $end) = bg_wait($bg);
+#   curator_after_nginx($c, @bg);  # tests: @bg end 200, $c acquired after
 
 use strict;
 use warnings;
@@ -17,7 +18,8 @@ use Test::More;
 use Time::HiRes qw(time);
 use ZkLock::Test;
 
-our @EXPORT = qw(curator_prereqs curator curator_expect bg_get bg_wait);
+our @EXPORT = qw(curator_prereqs curator curator_expect bg_get bg_wait
+    curator_after_nginx);
 
 my @JARS = map { "/usr/share/java/$_.jar" }
     qw(curator-recipes curator-framework slf4j-nop);
@@ -94,6 +96,21 @@ sub bg_wait {
     waitpid $bg->{pid}, 0;
     my ($status, $end) = split ' ', $line;
     return wantarray ? ($status, $end) : $status;
+}
+
+# tests: the nginx requests @bg (bg_get) end with 200, and the Curator
+# participant $c acquires only once the first of them has ended
+sub curator_after_nginx {
+    my ($c, @bg) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    my $at = curator_expect($c, qr/^ACQUIRED (\d+)/);
+    my @end = map { my ($st, $end) = bg_wait($_); is($st, 200, 'nginx done');
+        $end } @bg;
+    my ($first) = sort { $a <=> $b } @end;
+    ok($at && $at / 1000 >= $first - 0.05,
+        'Curator got a lease only once an nginx holder was done')
+        or diag sprintf 'Curator at %.3f, first nginx end %.3f',
+            ($at // 0) / 1000, $first;
 }
 
 1;
