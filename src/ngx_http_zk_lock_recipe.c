@@ -17,6 +17,9 @@
 /* lease counts told apart when choosing the nodes to watch */
 #define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
 
+/* a waiter's "ahead" before its first listing */
+#define NGX_HTTP_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
+
 /* "<path>/" + child name + '\0' */
 #define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
 
@@ -24,6 +27,7 @@
 typedef struct {
     uint32_t                      seq;
     ngx_uint_t                    write;      /* a write lock's node */
+    ngx_uint_t                    writes;     /* write nodes before it */
     u_char                       *name;
 } ngx_http_zk_lock_child_t;
 
@@ -61,15 +65,21 @@ static void ngx_http_zk_lock_parent_done(int rc, const char *value,
 static void ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_delete_done(int rc, const void *data);
 static void ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock);
+static ngx_int_t ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_children_done(int rc,
     const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings);
+    const struct String_vector *strings, ngx_uint_t id);
+static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name);
+static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
 static ngx_int_t ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static ngx_int_t ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static void ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name);
+static void ngx_http_zk_lock_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq);
+static void ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static void ngx_http_zk_lock_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
 static uint32_t ngx_http_zk_lock_seq(u_char *name, size_t len);
@@ -131,6 +141,7 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     node->notify_event.handler = ngx_http_zk_lock_notify_handler;
     node->notify_event.data = node;
     node->notify_event.log = &s->log;
+    node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
 
     ngx_http_zk_lock_session_uuid(s, node->uuid);
 
@@ -264,6 +275,19 @@ ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
 void
 ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
 {
+    ngx_queue_t         *q;
+    ngx_http_zk_lock_t  *lock;
+
+    /* the watches went with the session */
+
+    for (q = ngx_queue_head(&s->all);
+         q != ngx_queue_sentinel(&s->all);
+         q = ngx_queue_next(q))
+    {
+        lock = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
+        lock->nwatched = 0;
+    }
+
     ngx_http_zk_lock_visit(s, ngx_http_zk_lock_expire);
 }
 
@@ -317,6 +341,8 @@ ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c)
         return;
     }
 
+    ngx_http_zk_lock_session_batch(s);
+
     rc = zoo_awget(s->zh, (char *) c->path, ngx_http_zk_lock_session_watcher,
                    s, ngx_http_zk_lock_counter_done, c);
 
@@ -328,7 +354,6 @@ ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c)
     }
 
     c->reading = 1;
-    ngx_http_zk_lock_session_post_update(s);
 }
 
 
@@ -372,6 +397,8 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
         }
 
         /* to hear of its creation */
+        ngx_http_zk_lock_session_batch(s);
+
         (void) zoo_awexists(s->zh, (char *) c->path,
                             ngx_http_zk_lock_session_watcher, s,
                             ngx_http_zk_lock_counter_exists, c);
@@ -539,7 +566,24 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
 
     lock = ngx_http_zk_lock_find(s, (u_char *) path, p - (u_char *) path);
 
-    if (lock) {
+    if (lock == NULL) {
+        return;
+    }
+
+    if (type == ZOO_CHILD_EVENT) {
+        ngx_http_zk_lock_relist(lock);
+        return;
+    }
+
+    /* a watch fires once */
+
+    ngx_http_zk_lock_unwatch(lock, ngx_http_zk_lock_seq(p + 1,
+                                                        ngx_strlen(p + 1)));
+
+    if (type == ZOO_DELETED_EVENT) {
+        ngx_http_zk_lock_deleted(lock, p + 1);
+
+    } else {
         ngx_http_zk_lock_relist(lock);
     }
 }
@@ -657,8 +701,9 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
 
     lock->session = s;
     lock->refs = 0;
-    lock->listing = 0;
-    lock->relist = 0;
+    lock->sent = 0;
+    lock->answered = 0;
+    lock->nwatched = 0;
     lock->count = 0;
     ngx_queue_init(&lock->nodes);
 
@@ -786,6 +831,8 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
     node->attempts++;
     node->generation = s->generation;
 
+    ngx_http_zk_lock_session_batch(s);
+
     rc = zoo_acreate(s->zh, (char *) buf, (char *) node->info.data,
                      (int) node->info.len, s->acl,
                      ZOO_EPHEMERAL_SEQUENTIAL, ngx_http_zk_lock_create_done,
@@ -801,8 +848,21 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     node->state = NGX_HTTP_ZK_LOCK_CREATING;
     node->pending++;
+    node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
 
-    ngx_http_zk_lock_session_post_update(s);
+    /*
+     * The listing goes right behind the create, whatever listing is on its
+     * way: ZooKeeper answers a session's requests in order, so this one
+     * shows the new node, and acquiring costs one round trip
+     */
+
+    if (ngx_http_zk_lock_list(lock) == NGX_OK) {
+        node->list_id = lock->sent;
+
+    } else {
+        /* create_done asks again */
+        node->list_id = lock->sent + 1;
+    }
 }
 
 
@@ -854,7 +914,16 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
             return;
         }
 
-        ngx_http_zk_lock_relist(lock);
+        if (node->list_id > lock->sent) {
+
+            /*
+             * No listing went after the create: if this one fails too, the
+             * next one does, or the request times out
+             */
+
+            (void) ngx_http_zk_lock_list(lock);
+        }
+
         return;
 
     case ZNONODE:
@@ -939,6 +1008,8 @@ ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path)
 
     s = lock->session;
 
+    ngx_http_zk_lock_session_batch(s);
+
     rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, ZOO_CONTAINER,
                      ngx_http_zk_lock_parent_done, lock);
 
@@ -998,6 +1069,8 @@ ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: delete \"%s\"", buf);
 
+    ngx_http_zk_lock_session_batch(s);
+
     rc = zoo_adelete(s->zh, (char *) buf, -1, ngx_http_zk_lock_delete_done,
                      node);
 
@@ -1011,8 +1084,6 @@ ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
 
     node->state = NGX_HTTP_ZK_LOCK_DELETING;
     node->pending++;
-
-    ngx_http_zk_lock_session_post_update(s);
 }
 
 
@@ -1051,6 +1122,15 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
                       lock->path, node->name, rc, zerror(rc));
     }
 
+    if (rc == ZOK) {
+        /* the nodes behind it are not watching it, see watch() */
+        ngx_http_zk_lock_deleted(lock, node->name);
+
+    } else if (rc == ZNONODE) {
+        /* someone else deleted it: when, the listing tells */
+        ngx_http_zk_lock_relist(lock);
+    }
+
     /*
      * A waiter that leaves may have been this worker's first waiter,
      * the one whose predecessors are watched: look again for the next one
@@ -1075,23 +1155,33 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
 }
 
 
+/*
+ * A listing that is on its way does: ZooKeeper sends a watch event or the
+ * reply to a delete before the reply to any read that reflects it, so the
+ * change that brings us here is in that listing.
+ */
+
 static void
 ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
+{
+    if (!lock->session->connected) {
+        /* done when the session connects again */
+        return;
+    }
+
+    if (lock->sent == lock->answered) {
+        (void) ngx_http_zk_lock_list(lock);
+    }
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock)
 {
     int                          rc;
     ngx_http_zk_lock_session_t  *s;
 
     s = lock->session;
-
-    if (!s->connected) {
-        /* done when the session connects again */
-        return;
-    }
-
-    if (lock->listing) {
-        lock->relist = 1;
-        return;
-    }
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
                    "zk lock: list \"%s\"", lock->path);
@@ -1100,6 +1190,8 @@ ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
      * Semaphore v2 leases are counted, and a change of the count is
      * watched, as Curator does: every listing of such a lock sets the watch
      */
+
+    ngx_http_zk_lock_session_batch(s);
 
     if (lock->count) {
         rc = zoo_awget_children(s->zh, (char *) lock->path,
@@ -1114,13 +1206,13 @@ ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                       "zoo_aget_children(\"%s\") failed (%d: %s)",
                       lock->path, rc, zerror(rc));
-        return;
+        return NGX_ERROR;
     }
 
-    lock->listing = 1;
+    lock->sent++;
     lock->refs++;
 
-    ngx_http_zk_lock_session_post_update(s);
+    return NGX_OK;
 }
 
 
@@ -1132,26 +1224,25 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
 
     static struct String_vector  none;
 
-    lock->listing = 0;
+    /* a session's replies come in the order of its requests */
+
+    lock->answered++;
 
     if (lock->session->exiting) {
         return;
     }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
-                   "zk lock: listed \"%s\" rc:%d n:%d", lock->path, rc,
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                   "zk lock: listed \"%s\" #%ui rc:%d n:%d",
+                   lock->path, lock->answered, rc,
                    (rc == ZOK && strings) ? strings->count : 0);
 
-    if (lock->relist) {
-        /* something changed since the list was asked for */
-        lock->relist = 0;
-        ngx_http_zk_lock_relist(lock);
-
-    } else if (rc == ZOK) {
-        ngx_http_zk_lock_evaluate(lock, strings ? strings : &none);
+    if (rc == ZOK) {
+        ngx_http_zk_lock_evaluate(lock, strings ? strings : &none,
+                                  lock->answered);
 
     } else if (rc == ZNONODE) {
-        ngx_http_zk_lock_evaluate(lock, &none);
+        ngx_http_zk_lock_evaluate(lock, &none, lock->answered);
 
     } else if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT
                && rc != ZSESSIONEXPIRED && rc != ZCLOSING)
@@ -1177,12 +1268,15 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
  * it is, deletions behind do not matter), so no lease stays idle, and no
  * waiter watches the whole list.  With one lease this is Curator's "watch
  * the predecessor", which a write lock is.  A read lock is held while no
- * write lock's node comes first; readers watch that first writer.
+ * write lock's node comes first; readers watch that first writer.  Each
+ * waiter keeps its index, so that a deletion can be counted without a
+ * listing (see deleted()), and only a listing sent after its create counts
+ * for it.
  */
 
 static void
 ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings)
+    const struct String_vector *strings, ngx_uint_t id)
 {
     ngx_int_t                  i, j, k, first_write;
     ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
@@ -1190,6 +1284,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     ngx_uint_t                 leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
     ngx_queue_t               *q, *nq;
     ngx_http_zk_lock_node_t   *node;
+    ngx_http_zk_lock_node_t   *firsts[NGX_HTTP_ZK_LOCK_MAX_KINDS];
     ngx_http_zk_lock_child_t  *children;
 
     n = strings->count;
@@ -1218,9 +1313,15 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
                   ngx_http_zk_lock_child_cmp);
     }
 
-    for (first_write = 0; first_write < (ngx_int_t) n; first_write++) {
-        if (children[first_write].write) {
-            break;
+    first_write = n;
+    k = 0;
+
+    for (i = 0; i < (ngx_int_t) n; i++) {
+        children[i].writes = k;
+
+        if (children[i].write) {
+            first_write = ngx_min(first_write, i);
+            k++;
         }
     }
 
@@ -1246,10 +1347,14 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             continue;
         }
 
+        if (node->list_id > id) {
+            /* created after this listing was asked for */
+            continue;
+        }
+
         i = ngx_http_zk_lock_index(node, children, n);
 
-        leases_now = (node->counter && node->counter->value)
-                     ? node->counter->value : node->leases;
+        leases_now = ngx_http_zk_lock_leases(node);
 
         ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
                        "zk lock: \"%s/%s\" index:%i leases:%ui",
@@ -1295,6 +1400,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
                 ngx_http_zk_lock_node_tell(node);
 
             } else {
+                node->ahead = children[i].writes;
                 watch_write = 1;
             }
 
@@ -1307,6 +1413,16 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             continue;
         }
 
+        node->ahead = i;
+        node->covered = 0;
+
+        if (ngx_strlen(children[i - 1].name) < sizeof(node->pred)) {
+            (void) ngx_cpystrn(node->pred, children[i - 1].name,
+                               sizeof(node->pred));
+        } else {
+            node->pred[0] = '\0';
+        }
+
         /* the first waiter of each lease count */
 
         for (j = 0; j < (ngx_int_t) kinds; j++) {
@@ -1316,10 +1432,14 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         }
 
         if (j < (ngx_int_t) kinds) {
-            first[j] = ngx_min(first[j], i);
+            if (i < first[j]) {
+                first[j] = i;
+                firsts[j] = node;
+            }
 
         } else if (kinds < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
             leases[kinds] = leases_now;
+            firsts[kinds] = node;
             first[kinds++] = i;
 
         } else {
@@ -1330,7 +1450,16 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         }
     }
 
+    ngx_http_zk_lock_unwatch_gone(lock, children, n);
+
+    /*
+     * When the nodes watched are all the nodes ahead of the first waiter,
+     * the deletion of any of them makes it a holder: see deleted()
+     */
+
     for (j = 0; j < (ngx_int_t) kinds; j++) {
+        firsts[j]->covered = (first[j] == (ngx_int_t) leases[j]);
+
         for (k = first[j] - (ngx_int_t) leases[j]; k < first[j]; k++) {
             ngx_http_zk_lock_watch(lock, children[k].name);
         }
@@ -1342,6 +1471,93 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
     if (children) {
         ngx_free(children);
+    }
+}
+
+
+/*
+ * A node is gone: a watch fired, or this worker deleted its own.  Nodes can
+ * only leave the queue ahead of a waiter (new ones queue behind it), so a
+ * waiter's count of nodes ahead, taken from its last listing and lowered by
+ * each deletion heard of since, never falls below the truth.  ZooKeeper
+ * sends the event or the delete's reply before the reply to any listing
+ * that no longer shows the node, so no deletion is counted twice.
+ *
+ * When the count falls below the lease count, the waiter holds the lock
+ * without a listing: the common handoff, where the node watched was the
+ * holder.  A "covered" waiter, all of whose nodes ahead are watched, waits
+ * for the next deletion.  Otherwise a mutex's first waiter watches the node
+ * that was just ahead of it, and the rest is left to a listing.
+ */
+
+static void
+ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name)
+{
+    uint32_t                  seq;
+    ngx_uint_t                write, relist;
+    ngx_queue_t              *q;
+    ngx_http_zk_lock_node_t  *node, *first;
+
+    seq = ngx_http_zk_lock_seq(name, ngx_strlen(name));
+    write = (ngx_strstr(name, ngx_http_zk_lock_kind_name[
+                                  NGX_HTTP_ZK_LOCK_WRITE]) != NULL);
+    relist = 0;
+    first = NULL;
+
+    for (q = ngx_queue_head(&lock->nodes);
+         q != ngx_queue_sentinel(&lock->nodes);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
+            || node->kind == NGX_HTTP_ZK_LOCK_COUNT
+            || node->ahead == NGX_HTTP_ZK_LOCK_UNKNOWN
+            || node->seq <= seq
+            || (node->kind == NGX_HTTP_ZK_LOCK_READ && !write))
+        {
+            continue;
+        }
+
+        node->ahead--;
+
+        if (node->ahead < (node->kind == NGX_HTTP_ZK_LOCK_READ
+                           ? 1 : ngx_http_zk_lock_leases(node)))
+        {
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
+                           "zk lock: \"%s/%s\" holds: the last one ahead "
+                           "is gone", lock->path, node->name);
+
+            node->state = NGX_HTTP_ZK_LOCK_HELD;
+            ngx_http_zk_lock_node_tell(node);
+            continue;
+        }
+
+        if (node->covered) {
+            /* the others ahead of it are watched too */
+            continue;
+        }
+
+        if (node->kind == NGX_HTTP_ZK_LOCK_READ
+            || ngx_http_zk_lock_leases(node) > 1
+            || node->pred[0] == '\0'
+            || ngx_strcmp(node->pred, name) == 0)
+        {
+            relist = 1;
+            continue;
+        }
+
+        if (first == NULL || node->seq < first->seq) {
+            first = node;
+        }
+    }
+
+    if (relist) {
+        ngx_http_zk_lock_relist(lock);
+
+    } else if (first) {
+        /* the others behind it are covered by its watch, as before */
+        ngx_http_zk_lock_watch(lock, first->pred);
     }
 }
 
@@ -1442,10 +1658,26 @@ static void
 ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
 {
     int                          rc;
+    uint32_t                     seq;
+    ngx_uint_t                   i;
     ngx_http_zk_lock_session_t  *s;
     u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
 
     s = lock->session;
+
+    if (ngx_http_zk_lock_session_ours(s, name)) {
+        /* its delete_done() tells */
+        return;
+    }
+
+    seq = ngx_http_zk_lock_seq(name, ngx_strlen(name));
+
+    for (i = 0; i < lock->nwatched; i++) {
+        if (lock->watched[i] == seq) {
+            /* a watch is set and has not fired */
+            return;
+        }
+    }
 
     if (ngx_http_zk_lock_child_path(buf, lock, name) == NULL) {
         return;
@@ -1459,6 +1691,8 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
      * node that is already gone.  Watches on the same node are one watch.
      */
 
+    ngx_http_zk_lock_session_batch(s);
+
     rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
                    ngx_http_zk_lock_watch_done, lock);
 
@@ -1469,9 +1703,62 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
         return;
     }
 
-    lock->refs++;
+    /* names without a sequence number are watched every time */
 
-    ngx_http_zk_lock_session_post_update(s);
+    if (seq != NGX_MAX_UINT32_VALUE
+        && lock->nwatched < NGX_HTTP_ZK_LOCK_WATCHED)
+    {
+        lock->watched[lock->nwatched++] = seq;
+    }
+
+    lock->refs++;
+}
+
+
+static void
+ngx_http_zk_lock_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < lock->nwatched; i++) {
+        if (lock->watched[i] == seq) {
+            lock->watched[i] = lock->watched[--lock->nwatched];
+            return;
+        }
+    }
+}
+
+
+/* a watch asked for on a node that was already gone never fires */
+
+static void
+ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+{
+    ngx_uint_t  i, lo, hi, mid;
+
+    for (i = 0; i < lock->nwatched; /* void */ ) {
+        lo = 0;
+        hi = n;
+
+        while (lo < hi) {
+            mid = lo + (hi - lo) / 2;
+
+            if (children[mid].seq < lock->watched[i]) {
+                lo = mid + 1;
+
+            } else {
+                hi = mid;
+            }
+        }
+
+        if (lo < n && children[lo].seq == lock->watched[i]) {
+            i++;
+
+        } else {
+            lock->watched[i] = lock->watched[--lock->nwatched];
+        }
+    }
 }
 
 
@@ -1492,6 +1779,17 @@ ngx_http_zk_lock_watch_done(int rc, const char *value, int value_len,
 
         ngx_http_zk_lock_gc(lock);
     }
+}
+
+
+static ngx_uint_t
+ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node)
+{
+    if (node->counter && node->counter->value) {
+        return node->counter->value;
+    }
+
+    return node->leases;
 }
 
 

@@ -68,6 +68,8 @@ struct ngx_http_zk_lock_node_s {
     ngx_uint_t                    generation; /* session of the znode */
     ngx_uint_t                    pending;    /* completions to come */
     ngx_uint_t                    attempts;   /* creates tried */
+    ngx_uint_t                    list_id;    /* the listing after create */
+    ngx_uint_t                    ahead;      /* nodes in the way, at most */
     uint32_t                      seq;
     int                           error;      /* ZooKeeper error, if FAILED */
 
@@ -79,14 +81,19 @@ struct ngx_http_zk_lock_node_s {
 
     unsigned                      was_held:1;
     unsigned                      was_waiting:1;
+    unsigned                      covered:1;  /* all ahead are watched */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
     u_char                        name[64];   /* child name, null-terminated */
+    u_char                        pred[64];   /* the child just ahead */
 
     ngx_str_t                     info;       /* node data: the holder */
 };
 
+
+/* the watches a worker remembers in one lock, so as to set each once */
+#define NGX_HTTP_ZK_LOCK_WATCHED  16
 
 /* one lock path with participants in this worker */
 
@@ -96,8 +103,10 @@ struct ngx_http_zk_lock_s {
     ngx_queue_t                   nodes;
     ngx_http_zk_lock_session_t   *session;
     ngx_uint_t                    refs;       /* nodes and completions */
-    unsigned                      listing:1;
-    unsigned                      relist:1;
+    ngx_uint_t                    sent;       /* listings asked for */
+    ngx_uint_t                    answered;   /* listings answered */
+    ngx_uint_t                    nwatched;
+    uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
     unsigned                      count:1;    /* lists with a watch */
     u_char                        path[1];
 };

@@ -7,7 +7,6 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_event.h>
-#include <sys/ioctl.h>
 
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_recipe.h"
@@ -33,6 +32,7 @@
 
 static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_auth_done(int rc, const void *data);
 static ngx_msec_t ngx_http_zk_lock_session_backoff(
     ngx_http_zk_lock_session_t *s);
@@ -48,7 +48,7 @@ static ngx_int_t ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on,
     ngx_int_t event);
 static void ngx_http_zk_lock_session_read_handler(ngx_event_t *rev);
 static void ngx_http_zk_lock_session_write_handler(ngx_event_t *wev);
-static void ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s,
+static int ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s,
     int events);
 static void ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
@@ -133,6 +133,11 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
 
     (void) ngx_close_file(fd);
 
+    /* the part of the UUID that all the nodes of this worker share */
+
+    ngx_http_zk_lock_session_uuid(s, s->ours + 3);
+    ngx_memcpy(s->ours, "_c_", 3);
+
     /* the client's informational lines are many: only with debug logging */
 
     zoo_set_debug_level(cycle->log->log_level >= NGX_LOG_DEBUG
@@ -176,17 +181,50 @@ ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
 }
 
 
+/*
+ * Called before a request is made.  The client sends every request at once,
+ * as two writes (its length, then its body) on a socket without Nagle's
+ * algorithm: six small packets for the create, listing and delete of a
+ * gated request.  The socket is corked until the update that is posted
+ * here, at the end of this event loop iteration, so that the requests made
+ * meanwhile leave together.  The update also makes sure that what the
+ * client could not send goes out with the next write event.
+ */
+
 void
-ngx_http_zk_lock_session_post_update(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_session_batch(ngx_http_zk_lock_session_t *s)
 {
-    /*
-     * The client tries to send every request when it is made; this makes
-     * sure that what it could not send goes out with the next write event,
-     * once per event loop iteration however many requests were made.
-     */
+    int  on;
+
+    if (!s->corked && s->connected && s->conn) {
+        on = 1;
+
+        if (setsockopt(s->conn->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(int))
+            == 0)
+        {
+            s->corked = 1;
+        }
+    }
 
     if (!s->update.posted) {
         ngx_post_event(&s->update, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s)
+{
+    int  off;
+
+    s->corked = 0;
+    off = 0;
+
+    if (setsockopt(s->conn->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(int))
+        == -1)
+    {
+        ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_socket_errno,
+                      "setsockopt(TCP_CORK) failed");
     }
 }
 
@@ -208,6 +246,15 @@ ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s, u_char *buf)
                 (uint32_t) (hi >> 32), (uint32_t) (hi >> 16) & 0xffff,
                 (uint32_t) hi & 0xffff, (uint32_t) (lo >> 48),
                 lo & 0xffffffffffffULL);
+}
+
+
+/* a node name of this worker: it learns of their deletion by itself */
+
+ngx_uint_t
+ngx_http_zk_lock_session_ours(ngx_http_zk_lock_session_t *s, u_char *name)
+{
+    return ngx_strncmp(name, s->ours, NGX_HTTP_ZK_LOCK_OURS_LEN) == 0;
 }
 
 
@@ -290,6 +337,10 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     struct stat     st;
     struct timeval  tv;
     u_char          last[NGX_SOCKADDR_STRLEN + 1];
+
+    if (s->corked && s->conn) {
+        ngx_http_zk_lock_session_uncork(s);
+    }
 
     if (s->zh == NULL || s->exiting) {
         return;
@@ -500,7 +551,22 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
     ngx_connection_t  *c;
     ngx_int_t          rc;
 
+    /*
+     * The socket can only change through a state other than connected:
+     * the client closes it, and connects again from zookeeper_interest(),
+     * in an update of its own.  This spares an fstat() per update.
+     */
+
+    if (s->conn && s->conn->fd == fd
+        && zoo_state(s->zh) == ZOO_CONNECTED_STATE && s->verified)
+    {
+        return NGX_OK;
+    }
+
     rc = (fd == -1) ? NGX_DECLINED : ngx_http_zk_lock_session_stat(s, fd, &st);
+
+    s->verified = (rc == NGX_OK || rc == NGX_BUSY)
+                  && zoo_state(s->zh) == ZOO_CONNECTED_STATE;
 
     if (rc == NGX_DECLINED) {
         fd = -1;
@@ -584,6 +650,7 @@ ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s)
 
     c = s->conn;
     s->conn = NULL;
+    s->corked = 0;
 
     ngx_log_debug1(NGX_LOG_DEBUG_EVENT, &s->log, 0,
                    "zk lock: dropping socket %d", c->fd);
@@ -616,7 +683,8 @@ ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s)
 
 /*
  * Level-triggered: the client reads one response per zookeeper_process()
- * call, so data may be left in the socket after a read event.
+ * call, so data may be left in the socket after a read event.  It says
+ * ZNOTHING once the socket is drained.
  */
 
 static ngx_int_t
@@ -637,7 +705,7 @@ ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on, ngx_int_t event)
 static void
 ngx_http_zk_lock_session_read_handler(ngx_event_t *rev)
 {
-    int                          n;
+    int                          rc;
     ngx_uint_t                   i;
     ngx_connection_t            *c;
     ngx_http_zk_lock_session_t  *s;
@@ -647,13 +715,9 @@ ngx_http_zk_lock_session_read_handler(ngx_event_t *rev)
 
     for (i = 0; i < NGX_HTTP_ZK_LOCK_READ_BATCH; i++) {
 
-        ngx_http_zk_lock_session_process(s, ZOOKEEPER_READ);
+        rc = ngx_http_zk_lock_session_process(s, ZOOKEEPER_READ);
 
-        if (s->conn != c || s->zh == NULL) {
-            break;
-        }
-
-        if (ioctl(c->fd, FIONREAD, &n) == -1 || n == 0) {
+        if (rc != ZOK || s->conn != c || s->zh == NULL) {
             break;
         }
     }
@@ -676,13 +740,13 @@ ngx_http_zk_lock_session_write_handler(ngx_event_t *wev)
 }
 
 
-static void
+static int
 ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s, int events)
 {
     int  rc;
 
     if (s->zh == NULL) {
-        return;
+        return ZINVALIDSTATE;
     }
 
     /* completions and watches run from here */
@@ -693,6 +757,8 @@ ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s, int events)
         ngx_log_debug1(NGX_LOG_DEBUG_EVENT, &s->log, 0,
                        "zk lock: zookeeper_process() rc:%d", rc);
     }
+
+    return rc;
 }
 
 

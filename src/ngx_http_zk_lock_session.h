@@ -22,6 +22,12 @@
  * worker's event loop, inside zookeeper_process().
  */
 
+#define NGX_HTTP_ZK_LOCK_UUID_LEN  36
+
+/* "_c_" and the UUID's first three groups, drawn from the worker's key */
+#define NGX_HTTP_ZK_LOCK_OURS_LEN  (3 + 18)
+
+
 struct ngx_http_zk_lock_session_s {
     zhandle_t                    *zh;
     ngx_connection_t             *conn;       /* wraps the client's socket */
@@ -56,23 +62,26 @@ struct ngx_http_zk_lock_session_s {
 
     uint64_t                      uuid_key[2];
     uint64_t                      uuid_seq;
+    u_char                        ours[3 + NGX_HTTP_ZK_LOCK_UUID_LEN];
 
     unsigned                      connected:1;
     unsigned                      down:1;     /* an attempt has failed */
     unsigned                      exiting:1;
+    unsigned                      verified:1; /* conn checked, connected */
+    unsigned                      corked:1;   /* requests are being batched */
 };
 
 
 ngx_int_t ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_session_post_update(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_session_batch(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
     const char *path, void *ctx);
 void ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s,
     u_char *buf);
-
-#define NGX_HTTP_ZK_LOCK_UUID_LEN  36
+ngx_uint_t ngx_http_zk_lock_session_ours(ngx_http_zk_lock_session_t *s,
+    u_char *name);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_ */

@@ -1,17 +1,30 @@
 #!/usr/bin/perl
-# Benchmark, run by hand (never by prove): request rates through the gate
-# against one local ZooKeeper, next to the raw ZooKeeper reference measured
-# in the same run, so that ratios can be compared across machines.
+# Benchmark, run by hand (never by prove): the gate against its peers in
+# one run on one local ZooKeeper - raw ZooKeeper create+delete pairs from
+# the module's own C client (t/bench/zkpairs.c), Apache Curator 5.4 from
+# Debian's jars (t/bench/CuratorBench.java) - so that ratios can be
+# compared across machines.  Then the 10 000-waiter figures
+# (t/bench/waiters.pl) unless --no-waiters.
 #
-#   perl t/bench/run.pl [--seconds 10] [--sync]
+#   perl t/bench/run.pl [--seconds 10] [--runs 3] [--sync] [--no-waiters]
+#                       [--markdown FILE]
 #
-# Needs wrk (apt-get install wrk).  --sync runs ZooKeeper with forceSync=yes
-# (its default; the tests turn it off).
+# Needs wrk, javac and the Curator jars (t/lib/install-deps.sh installs
+# them).  --sync runs ZooKeeper with forceSync=yes (its default; the tests
+# turn it off).
+#
+# "wait/handoff": with C clients in a FIFO queue each acquisition waits
+# for the C-1 before it, so a request's lock wait divided by C-1 is the
+# time one handoff takes (hold time included; the content here is instant).
+# nginx's wait is $zk_lock_wait_time from the access log, Curator's the
+# time acquire() took.  "CPU/req": user+system time of all nginx workers
+# over the run, per request.
 
 use strict;
 use warnings;
 use FindBin;
 use Getopt::Long;
+use POSIX ();
 use lib "$FindBin::Bin/../lib";
 use ZkLock::Test;
 
@@ -19,14 +32,25 @@ chdir "$FindBin::Bin/../.." or die "chdir: $!";
 
 my $seconds = 10;
 my $sync = 0;
-GetOptions('seconds=i' => \$seconds, 'sync' => \$sync) or exit 2;
+my $waiters = 1;
+my $markdown;
+my $runs = 3;
+GetOptions('seconds=i' => \$seconds, 'sync' => \$sync, 'runs=i' => \$runs,
+    'waiters!' => \$waiters, 'markdown=s' => \$markdown) or exit 2;
 
 system('which wrk >/dev/null 2>&1') == 0
     or die "wrk is missing: apt-get install wrk\n";
 
+my @jars = map { "/usr/share/java/$_.jar" }
+    qw(curator-recipes curator-framework slf4j-nop);
+my $cp = join ':', @jars;
+
 mkdir 't/build';
 system('cc -O2 -Wall -o t/build/zkpairs t/bench/zkpairs.c -lzookeeper_st') == 0
     or die "cannot build t/bench/zkpairs.c\n";
+system("javac -nowarn -d t/build -cp $cp t/bench/CuratorBench.java") == 0
+    or die "cannot build t/bench/CuratorBench.java (apt-get install "
+         . "default-jdk-headless libcurator-recipes-java)\n";
 
 module_path();
 
@@ -36,6 +60,8 @@ my $zk = zk_start($sync ? (cfg => { forceSync => 'yes' }) : ());
 my $conf = <<'EOF';
     zk_hosts %%ZK%%;
 
+    log_format wait $zk_lock_wait_time;
+
     server {
         listen 127.0.0.1:%%PORT%%;
         access_log off;
@@ -44,10 +70,12 @@ my $conf = <<'EOF';
         location = /plain { try_files /index.html =404; }
         location = /mutex {
             zk_mutex /bench/mutex timeout=30s;
+            access_log %%PREFIX%%/logs/wait.log wait buffer=64k flush=1s;
             try_files /index.html =404;
         }
         location = /sem {
             zk_semaphore /bench/sem leases=3 timeout=30s;
+            access_log %%PREFIX%%/logs/wait.log wait buffer=64k flush=1s;
             try_files /index.html =404;
         }
     }
@@ -61,14 +89,18 @@ for my $ng (@fleet) {
     close $fh;
 }
 
-sleep 2;    # sessions
+sleep 3;    # sessions (the log level here hides their "connected" line)
 
+my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
 my @rows;
 
+# name, rate, wait/handoff p50 and p99, request p50 and p99, CPU/req,
+# the row it is compared with (undef: none)
 sub row {
-    my ($name, $rate, $p50, $p99, $note) = @_;
-    push @rows, [$name, $rate, $p50, $p99, $note // ''];
-    printf STDERR "  %-44s %10.1f/s\n", $name, $rate;
+    my (%r) = @_;
+    push @rows, \%r;
+    printf STDERR "  %-46s %10.1f/s\n", $r{name}, $r{rate};
+    return \%r;
 }
 
 sub raw_pairs {
@@ -78,10 +110,50 @@ sub raw_pairs {
     return $rate;
 }
 
-# wrk on each [instance, connections]; returns total rate, worst p50, p99
+sub curator {
+    my ($kind, $path, $clients, $leases) = @_;
+    my $out = `java -cp $cp:t/build CuratorBench ${\ $zk->hosts} $kind $path $clients $seconds ${\ ($leases // 1)}`;
+    my %r = $out =~ /(\w+) ([\d.]+)/g;
+    defined $r{rate} or die "CuratorBench: $out";
+    return %r;
+}
+
+sub cpu_ticks {
+    my $t = 0;
+    for my $pid (map { $_->worker_pids } @fleet) {
+        open my $fh, '<', "/proc/$pid/stat" or next;
+        my @f = split ' ', (<$fh> =~ s/^.*\) //r);
+        $t += $f[11] + $f[12];    # utime, stime
+    }
+    return $t;
+}
+
+sub wait_log {
+    my @w;
+    for my $ng (@fleet) {
+        my $f = $ng->prefix . '/logs/wait.log';
+        next unless -f $f;
+        open my $fh, '<', $f or die $!;
+        push @w, map { /^(\d+)/ ? $1 : () } <$fh>;
+        close $fh;
+        truncate $f, 0;
+    }
+    return sort { $a <=> $b } @w;
+}
+
+sub pct {
+    my ($p, @sorted) = @_;
+    return undef unless @sorted;
+    return $sorted[int($#sorted * $p / 100 + 0.5)];
+}
+
+# wrk on each [instance, connections]; requests, rate, worst p50 and p99
 sub load {
     my ($uri, @spec) = @_;
     my @pids;
+
+    wait_log();
+    my $cpu = cpu_ticks();
 
     for my $s (@spec) {
         my ($ng, $conns) = @$s;
@@ -94,20 +166,25 @@ sub load {
         push @pids, [$pid, $file];
     }
 
-    my ($rate, $p50, $p99) = (0, 0, 0);
+    my ($n, $rate, $p50, $p99) = (0, 0, 0, 0);
 
     for (@pids) {
         waitpid $_->[0], 0;
         open my $fh, '<', $_->[1] or die;
         my $out = do { local $/; <$fh> };
         my ($r) = $out =~ /Requests\/sec:\s+([\d.]+)/ or die "wrk: $out";
-        $out =~ /Non-2xx/ and warn "non-2xx answers:\n$out";
+        my ($k) = $out =~ /(\d+) requests in/;
+        $out =~ /Non-2xx|Socket errors/ and warn "errors:\n$out";
         $rate += $r;
+        $n += $k;
         $p50 = max($p50, ms($out =~ /^\s+50%\s+(\S+)/m));
         $p99 = max($p99, ms($out =~ /^\s+99%\s+(\S+)/m));
     }
 
-    return ($rate, $p50, $p99);
+    sleep 2;    # the access log buffers are flushed every second
+    my $us = (cpu_ticks() - $cpu) / $tck * 1e6 / ($n || 1);
+
+    return (rate => $rate, req_p50 => $p50, req_p99 => $p99, cpu => $us);
 }
 
 sub ms {
@@ -120,28 +197,109 @@ sub ms {
 
 sub max { $_[0] > $_[1] ? $_[0] : $_[1] }
 
+# nginx under wrk: C clients over the fleet.  How the kernel spreads the
+# clients over each instance's workers changes the rate from one run to the
+# next: the median of --runs runs is kept.
+sub gated {
+    my ($name, $uri, $clients) = @_;
+    my @spec = $clients == 1 ? ([$fleet[0], 1])
+        : map { [$_, $clients / @fleet] } @fleet;
+    my @runs;
+
+    for (1 .. ($clients > 1 ? $runs : 1)) {
+        my %r = load($uri, @spec);
+        my @w = wait_log();
+        if ($clients > 1) {
+            $r{wait_p50} = pct(50, @w) / ($clients - 1);
+            $r{wait_p99} = pct(99, @w) / ($clients - 1);
+        }
+        push @runs, \%r;
+    }
+
+    @runs = sort { $a->{rate} <=> $b->{rate} } @runs;
+    return row(name => $name, %{ $runs[$#runs / 2] });
+}
+
+sub peer {
+    my ($name, $clients, @args) = @_;
+    my %c = curator(@args);
+    my %r = (name => $name, rate => $c{rate});
+    if ($clients > 1) {
+        $r{wait_p50} = $c{wait_p50} / ($clients - 1);
+        $r{wait_p99} = $c{wait_p99} / ($clients - 1);
+    } else {
+        @r{qw(req_p50 req_p99)} = @c{qw(wait_p50 wait_p99)};
+    }
+    return row(%r);
+}
+
 print STDERR "measuring, $seconds s each:\n";
 
 my $raw1 = raw_pairs(1);
-row('raw ZooKeeper create+delete, 1 at a time', $raw1, 0, 0, 'reference');
-my $raw64 = raw_pairs(64);
-row('raw ZooKeeper create+delete, 64 in flight', $raw64, 0, 0);
+row(name => 'raw ZooKeeper create+delete, 1 at a time', rate => $raw1);
+row(name => 'raw ZooKeeper create+delete, 64 in flight',
+    rate => raw_pairs(64));
 
-row('nginx, no lock, 1 client', load('/plain', [$fleet[0], 1]));
-row('zk_mutex, 1 client (uncontended)', load('/mutex', [$fleet[0], 1]));
-row('zk_mutex, 8 clients over 2 nginx', load('/mutex', [$fleet[0], 4],
-    [$fleet[1], 4]));
-row('zk_semaphore leases=3, 8 clients over 2 nginx',
-    load('/sem', [$fleet[0], 4], [$fleet[1], 4]));
+my $plain = row(name => 'nginx, no lock, 1 client',
+    load('/plain', [$fleet[0], 1]));
+
+my $cm1 = peer('Curator InterProcessMutex, 1 client', 1,
+    'mutex', '/bench/cm1', 1);
+gated('zk_mutex, 1 client (uncontended)', '/mutex', 1)->{vs} = $cm1;
+
+my $cm8 = peer('Curator InterProcessMutex, 8 clients', 8,
+    'mutex', '/bench/cm8', 8);
+gated('zk_mutex, 8 clients over 2 nginx', '/mutex', 8)->{vs} = $cm8;
+
+my $cs8 = peer('Curator SemaphoreV2 3 leases, 8 clients', 8,
+    'semv2', '/bench/cs8', 8, 3);
+gated('zk_semaphore leases=3, 8 clients over 2 nginx', '/sem', 8)->{vs}
+    = $cs8;
 
 my $left = () = (zk_ephemerals($zk, '/bench'));
 
-printf "\n%-46s %12s %9s %9s %9s\n", 'scenario', 'rate', 'p50 ms', 'p99 ms',
-    'vs raw 1';
+my @head = ('scenario', 'rate/s', 'vs raw 1', 'vs Curator',
+    'wait/handoff p50 ms', 'p99 ms', 'request p50 ms', 'p99 ms',
+    'worker CPU/req');
+my @table;
+
 for my $r (@rows) {
-    printf "%-46s %10.1f/s %9s %9s %8.0f%%\n", $r->[0], $r->[1],
-        $r->[2] ? sprintf('%.2f', $r->[2]) : '-',
-        $r->[3] ? sprintf('%.2f', $r->[3]) : '-', 100 * $r->[1] / $raw1;
+    push @table, [$r->{name}, sprintf('%.0f', $r->{rate}),
+        sprintf('%.0f%%', 100 * $r->{rate} / $raw1),
+        $r->{vs} ? sprintf('%.1fx', $r->{rate} / $r->{vs}{rate}) : '',
+        f2($r->{wait_p50}), f2($r->{wait_p99}),
+        f2($r->{req_p50}), f2($r->{req_p99}),
+        defined $r->{cpu} ? sprintf('%.0f us', $r->{cpu}) : ''];
 }
-printf "\nZooKeeper forceSync=%s; nodes left under /bench: %d\n",
-    $sync ? 'yes' : 'no', $left;
+
+sub f2 { defined $_[0] ? sprintf('%.2f', $_[0]) : '' }
+
+my @w = map { length } @head;
+for my $t (@table) {
+    $w[$_] = max($w[$_], length $t->[$_]) for 0 .. $#$t;
+}
+
+print "\n";
+for my $t (\@head, @table) {
+    print join('  ', map { sprintf($_ ? "%$w[$_]s" : "%-$w[$_]s", $t->[$_]) }
+        0 .. $#$t), "\n";
+}
+
+my $foot = sprintf "ZooKeeper forceSync=%s; %d s per row; nodes left under "
+    . "/bench: %d", $sync ? 'yes' : 'no', $seconds, $left;
+print "\n$foot\n";
+
+if ($markdown) {
+    open my $fh, '>', $markdown or die "$markdown: $!";
+    print $fh '| ', join(' | ', @head), " |\n";
+    print $fh '|', join('|', map { $_ ? '---:' : '---' } 0 .. $#head), "|\n";
+    print $fh '| ', join(' | ', @$_), " |\n" for @table;
+    print $fh "\n$foot\n";
+    close $fh;
+}
+
+if ($waiters) {
+    print "\n";
+    system($^X, 't/bench/waiters.pl') == 0
+        or warn "t/bench/waiters.pl failed\n";
+}

@@ -78,7 +78,8 @@ in $http_body and opt main_conf: %%ZK%% (opt zk: hosts string or $zk),
 port, or opt port), %%PREFIX%%. Waits (opt timeout, 10 s) until the port
 accepts connections and all workers exist; dies with error.log otherwise.
 Options: workers (2), log_level ('info'), main_conf (text for the main
-context), no_module, port, timeout.
+context), connections (worker_connections, 1024; more also raises
+worker_rlimit_nofile), no_module, port, timeout.
 Note: "ready" means the workers exist; the module's own ZooKeeper
 session may still be connecting - poll with wait_for if it matters.
 Methods: port, pid (master), prefix, worker_pids (current workers, not
@@ -1271,7 +1272,10 @@ sub _write_conf {
         . "pid $p/nginx.pid;\n"
         . "error_log $p/logs/error.log " . ($o->{log_level} // 'info') . ";\n"
         . $self->_subst($o->{main_conf} // '') . "\n"
-        . "events { worker_connections 1024; }\n"
+        . ($o->{connections}
+            ? "worker_rlimit_nofile " . ($o->{connections} + 1024) . ";\n" : '')
+        . "events { worker_connections " . ($o->{connections} // 1024)
+        . "; }\n"
         . "http {\n    access_log $p/logs/access.log;\n$temp"
         . $self->_subst($self->{body}) . "\n}\n";
     ZkLock::Test::_spew("$p/nginx.conf", $conf);
