@@ -705,6 +705,7 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     lock->answered = 0;
     lock->nwatched = 0;
     lock->count = 0;
+    lock->wanted = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -851,17 +852,21 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
     node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
 
     /*
-     * The listing goes right behind the create, whatever listing is on its
-     * way: ZooKeeper answers a session's requests in order, so this one
-     * shows the new node, and acquiring costs one round trip
+     * The listing goes right behind the create: ZooKeeper answers a
+     * session's requests in order, so it shows the new node, and acquiring
+     * costs one round trip.  When a listing is on its way already, the
+     * next one is sent as soon as it is answered, for all the nodes
+     * created meanwhile: a burst of requests costs a listing per round
+     * trip, not one per request.
      */
 
-    if (ngx_http_zk_lock_list(lock) == NGX_OK) {
-        node->list_id = lock->sent;
+    node->list_id = lock->sent + 1;
+
+    if (lock->sent == lock->answered) {
+        (void) ngx_http_zk_lock_list(lock);
 
     } else {
-        /* create_done asks again */
-        node->list_id = lock->sent + 1;
+        lock->wanted = 1;
     }
 }
 
@@ -917,8 +922,9 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
         if (node->list_id > lock->sent) {
 
             /*
-             * No listing went after the create: if this one fails too, the
-             * next one does, or the request times out
+             * No listing went after the create, which is answered after the
+             * listings sent before it: if this one fails too, the next one
+             * does, or the request times out
              */
 
             (void) ngx_http_zk_lock_list(lock);
@@ -1211,6 +1217,7 @@ ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock)
 
     lock->sent++;
     lock->refs++;
+    lock->wanted = 0;
 
     return NGX_OK;
 }
@@ -1250,6 +1257,12 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
         ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
                       "zookeeper list of \"%s\" failed (%d: %s)",
                       lock->path, rc, zerror(rc));
+    }
+
+    if (lock->wanted && lock->sent == lock->answered
+        && zoo_state(lock->session->zh) == ZOO_CONNECTED_STATE)
+    {
+        (void) ngx_http_zk_lock_list(lock);
     }
 
     /* the reference of the listing kept the lock through the evaluation */

@@ -108,6 +108,7 @@ struct ngx_http_zk_lock_s {
     ngx_uint_t                    nwatched;
     uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
     unsigned                      count:1;    /* lists with a watch */
+    unsigned                      wanted:1;   /* a listing, after this one */
     u_char                        path[1];
 };
 
