@@ -17,6 +17,11 @@
 /* lease counts told apart when choosing the nodes to watch */
 #define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
 
+/* a node's watch on itself */
+#define NGX_HTTP_ZK_LOCK_SELF_NONE      0
+#define NGX_HTTP_ZK_LOCK_SELF_SENT      1
+#define NGX_HTTP_ZK_LOCK_SELF_SET       2
+
 /* a waiter's "ahead" before its first listing */
 #define NGX_HTTP_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
 
@@ -72,6 +77,13 @@ static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
 static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name);
 static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_self_done(int rc, const struct Stat *stat,
+    const void *data);
+static void ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock,
+    uint32_t seq);
 static ngx_int_t ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static ngx_int_t ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
@@ -572,6 +584,16 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
 
     if (type == ZOO_CHILD_EVENT) {
         ngx_http_zk_lock_relist(lock);
+        return;
+    }
+
+    if (ngx_http_zk_lock_session_ours(s, p + 1)) {
+
+        if (type == ZOO_DELETED_EVENT) {
+            ngx_http_zk_lock_self_deleted(lock,
+                            ngx_http_zk_lock_seq(p + 1, ngx_strlen(p + 1)));
+        }
+
         return;
     }
 
@@ -1415,6 +1437,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             } else {
                 node->ahead = children[i].writes;
                 watch_write = 1;
+                ngx_http_zk_lock_watch_self(node);
             }
 
             continue;
@@ -1428,6 +1451,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
         node->ahead = i;
         node->covered = 0;
+        ngx_http_zk_lock_watch_self(node);
 
         if (ngx_strlen(children[i - 1].name) < sizeof(node->pred)) {
             (void) ngx_cpystrn(node->pred, children[i - 1].name,
@@ -1534,17 +1558,16 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name)
 
         node->ahead--;
 
-        if (node->ahead < (node->kind == NGX_HTTP_ZK_LOCK_READ
-                           ? 1 : ngx_http_zk_lock_leases(node)))
-        {
+        if (node->ahead < ngx_http_zk_lock_needed(node)) {
             ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                            "zk lock: \"%s/%s\" holds: the last one ahead "
                            "is gone", lock->path, node->name);
 
-            node->state = NGX_HTTP_ZK_LOCK_HELD;
-            ngx_http_zk_lock_node_tell(node);
+            ngx_http_zk_lock_hold(node);
             continue;
         }
+
+        ngx_http_zk_lock_watch_self(node);
 
         if (node->covered) {
             /* the others ahead of it are watched too */
@@ -1571,6 +1594,148 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name)
     } else if (first) {
         /* the others behind it are covered by its watch, as before */
         ngx_http_zk_lock_watch(lock, first->pred);
+    }
+}
+
+
+/* the count of nodes ahead below which a waiter holds */
+
+static ngx_uint_t
+ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node)
+{
+    return (node->kind == NGX_HTTP_ZK_LOCK_READ)
+           ? 1 : ngx_http_zk_lock_leases(node);
+}
+
+
+/*
+ * Without a listing, a waiter does not see its own node go, if someone
+ * else deletes it: so a waiter one deletion away from holding watches its
+ * own node (ZooKeeper tells of that deletion before any later one), and it
+ * holds only once that watch is known to be set
+ */
+
+static void
+ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node)
+{
+    if (node->self == NGX_HTTP_ZK_LOCK_SELF_SET) {
+        node->state = NGX_HTTP_ZK_LOCK_HELD;
+        ngx_http_zk_lock_node_tell(node);
+        return;
+    }
+
+    node->promote = 1;
+    ngx_http_zk_lock_watch_self(node);
+}
+
+
+static void
+ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node)
+{
+    int                          rc;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    if (node->self != NGX_HTTP_ZK_LOCK_SELF_NONE
+        || (node->ahead > ngx_http_zk_lock_needed(node) && !node->promote))
+    {
+        return;
+    }
+
+    lock = node->lock;
+    s = lock->session;
+
+    (void) ngx_http_zk_lock_child_path(buf, lock, node->name);
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_awexists(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher,
+                      s, ngx_http_zk_lock_self_done, node);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
+                      "zoo_awexists(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        return;
+    }
+
+    node->self = NGX_HTTP_ZK_LOCK_SELF_SENT;
+    node->pending++;
+}
+
+
+static void
+ngx_http_zk_lock_self_done(int rc, const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+
+    node->pending--;
+
+    if (node->lock->session->exiting) {
+        return;
+    }
+
+    if (rc == ZOK) {
+        node->self = NGX_HTTP_ZK_LOCK_SELF_SET;
+
+    } else {
+        /* ZNONODE: see self_deleted(); else listed again on reconnect */
+        node->self = NGX_HTTP_ZK_LOCK_SELF_NONE;
+    }
+
+    if (node->state != NGX_HTTP_ZK_LOCK_WAITING) {
+        node->promote = 0;
+        ngx_http_zk_lock_node_gc(node);
+        return;
+    }
+
+    if (rc == ZNONODE) {
+        ngx_http_zk_lock_self_deleted(node->lock, node->seq);
+        return;
+    }
+
+    if (node->promote && rc == ZOK) {
+        node->promote = 0;
+        node->state = NGX_HTTP_ZK_LOCK_HELD;
+        ngx_http_zk_lock_node_tell(node);
+    }
+}
+
+
+/* someone else deleted a node of this worker */
+
+static void
+ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
+{
+    ngx_queue_t              *q;
+    ngx_http_zk_lock_node_t  *node;
+
+    for (q = ngx_queue_head(&lock->nodes);
+         q != ngx_queue_sentinel(&lock->nodes);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+        if (node->seq != seq
+            || (node->state != NGX_HTTP_ZK_LOCK_WAITING
+                && node->state != NGX_HTTP_ZK_LOCK_HELD))
+        {
+            /* our own delete: its reply counts it */
+            continue;
+        }
+
+        ngx_log_error(NGX_LOG_WARN, node->log, 0,
+                      "zookeeper node \"%s/%s\" vanished%s", lock->path,
+                      node->name, node->state == NGX_HTTP_ZK_LOCK_HELD
+                                  ? ": lock lost" : "");
+
+        node->promote = 0;
+        ngx_http_zk_lock_node_fail(node, ZNONODE);
+
+        /* who was behind it learns from a listing when it went */
+        ngx_http_zk_lock_relist(lock);
+        return;
     }
 }
 

@@ -82,6 +82,8 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      was_held:1;
     unsigned                      was_waiting:1;
     unsigned                      covered:1;  /* all ahead are watched */
+    unsigned                      self:2;     /* its own watch, see deleted() */
+    unsigned                      promote:1;  /* holds once self is checked */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;

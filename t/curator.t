@@ -65,8 +65,12 @@ subtest 'a Curator InterProcessMutex holder blocks nginx' => sub {
     my $released = curator_expect($c, qr/^RELEASED (\d+)/);
 
     is($r->{status}, 200, 'the nginx request gets it afterwards');
-    ok($released && $r->{end} * 1000 >= $released,
-        'not before Curator released it');
+    # Curator prints RELEASED once the reply to its delete is back; nginx
+    # hears of the deletion from the same server at the same moment
+    ok($released && $r->{end} * 1000 >= $released - 50,
+        'not before Curator released it')
+        or diag sprintf 'nginx done at %.3f, Curator released at %.3f',
+            $r->{end}, ($released // 0) / 1000;
     ok($r->{time} > 0.5, 'it did wait');
     no_nodes_left('Curator first');
 };
@@ -161,7 +165,8 @@ subtest 'InterProcessReadWriteLock and zk_rwlock' => sub {
     $r = http_get($ng->port, '/read?key=rw', timeout => 20);
     my $released = curator_expect($cw, qr/^RELEASED (\d+)/);
     is($r->{status}, 200, 'the nginx reader gets in');
-    ok($released && $r->{end} * 1000 >= $released, 'after the writer left');
+    ok($released && $r->{end} * 1000 >= $released - 50,
+        'after the writer left');
 
     # nginx readers hold a Curator writer back
     my $bg = bg_get($ng->port, '/read?key=rw2&sleep=2000');
