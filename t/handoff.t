@@ -133,62 +133,23 @@ sub check_logs {
 ###############################################################################
 # 1. mutex: foreign nodes ahead released out of order
 
-# $order: the names of the releases, in order, among H1 A2 A3; $go: the
-# index in $order after which W must hold (before it, it must wait)
-sub mutex_case {
-    my ($lk, $order, $go) = @_;
-    my $path = "/h/m/$lk";
-    $be->reset;
-
-    my %h;
-    $h{$_} = zk_hold($zk, $path, name => curator_name()) for qw(H1 A2 A3);
-    my $bg = http_parallel_bg([[ $one->port, "/m?lk=$lk&key=$lk&sleep=100" ]],
-        timeout => 30);
-    ok(wait_queue_len($path, 4), "$lk: W queued behind H1 A2 A3")
-        or diag explain [queue($path)];
-    my $w = (queue($path))[3];
-    ok($w && !grep({ base($_->node) eq $w } values %h), "$lk: W is last");
-
-    for my $i (0 .. $#$order) {
-        my $name = $order->[$i];
-        my $t = time;
-        drop($h{$name});
-        if ($i < $go) {
-            sleep 1;
-            still_waiting($bg, $lk, "$lk: after $name left");
-        } else {
-            proceeds($bg, $lk, $t, "$lk: after $name left");
-        }
-    }
-    release_all(values %h);
-    no_ephemerals($zk, '/h', $lk);
-}
-
-subtest 'mutex: out-of-order deletions ahead' => sub {
-    # A3 (watched, W's predecessor), then A2, then the holder
-    mutex_case('ooo1', [qw(A3 A2 H1)], 2);
-    # the holder first (not watched by W), then A3 (watched): A2 is left
-    mutex_case('ooo2', [qw(H1 A3 A2)], 2);
-    # the holder, then A2 (neither watched), then A3
-    mutex_case('ooo3', [qw(H1 A2 A3)], 2);
-    check_logs('mutex out of order');
-};
-
-###############################################################################
-# 2. semaphore leases=2: W holds when fewer than 2 nodes are ahead
-
-sub sem_case {
-    my ($lk, $names, $order, $go) = @_;
-    my $path = "/h/s2/$lk";
+# Foreign nodes @$names queue on /h/<loc>/$lk, then W (an nginx request to
+# /<loc>); $order: the names released, in order; $go: the index in $order
+# from which W must hold (before it, it must wait)
+sub deletions_case {
+    my ($loc, $lk, $names, $order, $go) = @_;
+    my $path = "/h/$loc/$lk";
     $be->reset;
 
     my %h;
     $h{$_} = zk_hold($zk, $path, name => curator_name()) for @$names;
-    my $bg = http_parallel_bg([[ $one->port, "/s2?lk=$lk&key=$lk&sleep=100" ]],
-        timeout => 30);
+    my $bg = http_parallel_bg(
+        [[ $one->port, "/$loc?lk=$lk&key=$lk&sleep=100" ]], timeout => 30);
     my $n = @$names + 1;
     ok(wait_queue_len($path, $n), "$lk: W queued behind @$names")
         or diag explain [queue($path)];
+    my $w = (queue($path))[$n - 1];
+    ok($w && !grep({ base($_->node) eq $w } values %h), "$lk: W is last");
     still_waiting($bg, $lk, "$lk: queued");
 
     for my $i (0 .. $#$order) {
@@ -205,6 +166,23 @@ sub sem_case {
     release_all(values %h);
     no_ephemerals($zk, '/h', $lk);
 }
+
+sub mutex_case { deletions_case('m', $_[0], [qw(H1 A2 A3)], @_[1, 2]) }
+
+subtest 'mutex: out-of-order deletions ahead' => sub {
+    # A3 (watched, W's predecessor), then A2, then the holder
+    mutex_case('ooo1', [qw(A3 A2 H1)], 2);
+    # the holder first (not watched by W), then A3 (watched): A2 is left
+    mutex_case('ooo2', [qw(H1 A3 A2)], 2);
+    # the holder, then A2 (neither watched), then A3
+    mutex_case('ooo3', [qw(H1 A2 A3)], 2);
+    check_logs('mutex out of order');
+};
+
+###############################################################################
+# 2. semaphore leases=2: W holds when fewer than 2 nodes are ahead
+
+sub sem_case { deletions_case('s2', @_) }
 
 subtest 'semaphore leases=2: deletions ahead' => sub {
     # H1 H2 A3 W: A3 leaves (2 ahead: wait), H1 leaves (1 ahead: go)
