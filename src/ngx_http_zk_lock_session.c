@@ -218,6 +218,18 @@ ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s)
     int  off;
 
     s->corked = 0;
+
+    /*
+     * A socket the client has closed meanwhile has nothing to send, and
+     * its number may already belong to another connection
+     */
+
+    if (s->conn == NULL || s->zh == NULL
+        || zoo_state(s->zh) != ZOO_CONNECTED_STATE)
+    {
+        return;
+    }
+
     off = 0;
 
     if (setsockopt(s->conn->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(int))
@@ -338,7 +350,7 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     struct timeval  tv;
     u_char          last[NGX_SOCKADDR_STRLEN + 1];
 
-    if (s->corked && s->conn) {
+    if (s->corked) {
         ngx_http_zk_lock_session_uncork(s);
     }
 
