@@ -75,7 +75,8 @@ static void ngx_http_zk_lock_children_done(int rc,
     const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
-static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name);
+static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name,
+    uint32_t seq);
 static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node);
@@ -94,6 +95,9 @@ static void ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static void ngx_http_zk_lock_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
+static ngx_uint_t ngx_http_zk_lock_first_seq(
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, uint32_t seq);
+static ngx_uint_t ngx_http_zk_lock_is_write(u_char *name);
 static uint32_t ngx_http_zk_lock_seq(u_char *name, size_t len);
 static int ngx_libc_cdecl ngx_http_zk_lock_child_cmp(const void *one,
     const void *two);
@@ -547,6 +551,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
     const char *path)
 {
     u_char                      *p;
+    uint32_t                     seq;
     ngx_queue_t                 *q;
     ngx_http_zk_lock_t          *lock;
     ngx_http_zk_lock_counter_t  *c;
@@ -587,11 +592,12 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
         return;
     }
 
+    seq = ngx_http_zk_lock_seq(p + 1, ngx_strlen(p + 1));
+
     if (ngx_http_zk_lock_session_ours(s, p + 1)) {
 
         if (type == ZOO_DELETED_EVENT) {
-            ngx_http_zk_lock_self_deleted(lock,
-                            ngx_http_zk_lock_seq(p + 1, ngx_strlen(p + 1)));
+            ngx_http_zk_lock_self_deleted(lock, seq);
         }
 
         return;
@@ -599,11 +605,10 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
 
     /* a watch fires once */
 
-    ngx_http_zk_lock_unwatch(lock, ngx_http_zk_lock_seq(p + 1,
-                                                        ngx_strlen(p + 1)));
+    ngx_http_zk_lock_unwatch(lock, seq);
 
     if (type == ZOO_DELETED_EVENT) {
-        ngx_http_zk_lock_deleted(lock, p + 1);
+        ngx_http_zk_lock_deleted(lock, p + 1, seq);
 
     } else {
         ngx_http_zk_lock_relist(lock);
@@ -1152,7 +1157,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
 
     if (rc == ZOK) {
         /* the nodes behind it are not watching it, see watch() */
-        ngx_http_zk_lock_deleted(lock, node->name);
+        ngx_http_zk_lock_deleted(lock, node->name, node->seq);
 
     } else if (rc == ZNONODE) {
         /* someone else deleted it: when, the listing tells */
@@ -1337,11 +1342,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             children[i].seq = ngx_http_zk_lock_seq(children[i].name,
                                               ngx_strlen(children[i].name));
 
-            /* as Curator: a node whose name contains the write lock's */
-            children[i].write = (ngx_strstr(children[i].name,
-                                    ngx_http_zk_lock_kind_name[
-                                        NGX_HTTP_ZK_LOCK_WRITE])
-                                 != NULL);
+            children[i].write = ngx_http_zk_lock_is_write(children[i].name);
         }
 
         ngx_qsort(children, n, sizeof(ngx_http_zk_lock_child_t),
@@ -1528,16 +1529,14 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
  */
 
 static void
-ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name)
+ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name,
+    uint32_t seq)
 {
-    uint32_t                  seq;
     ngx_uint_t                write, relist;
     ngx_queue_t              *q;
     ngx_http_zk_lock_node_t  *node, *first;
 
-    seq = ngx_http_zk_lock_seq(name, ngx_strlen(name));
-    write = (ngx_strstr(name, ngx_http_zk_lock_kind_name[
-                                  NGX_HTTP_ZK_LOCK_WRITE]) != NULL);
+    write = ngx_http_zk_lock_is_write(name);
     relist = 0;
     first = NULL;
 
@@ -1804,21 +1803,9 @@ static ngx_int_t
 ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n)
 {
-    ngx_uint_t  lo, hi, mid;
+    ngx_uint_t  lo;
 
-    lo = 0;
-    hi = n;
-
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-
-        if (children[mid].seq < node->seq) {
-            lo = mid + 1;
-
-        } else {
-            hi = mid;
-        }
-    }
+    lo = ngx_http_zk_lock_first_seq(children, n, node->seq);
 
     /* foreign nodes without a sequence number may share one */
 
@@ -1913,22 +1900,10 @@ static void
 ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n)
 {
-    ngx_uint_t  i, lo, hi, mid;
+    ngx_uint_t  i, lo;
 
     for (i = 0; i < lock->nwatched; /* void */ ) {
-        lo = 0;
-        hi = n;
-
-        while (lo < hi) {
-            mid = lo + (hi - lo) / 2;
-
-            if (children[mid].seq < lock->watched[i]) {
-                lo = mid + 1;
-
-            } else {
-                hi = mid;
-            }
-        }
+        lo = ngx_http_zk_lock_first_seq(children, n, lock->watched[i]);
 
         if (lo < n && children[lo].seq == lock->watched[i]) {
             i++;
@@ -1968,6 +1943,42 @@ ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node)
     }
 
     return node->leases;
+}
+
+
+/* the index of the first sorted child whose sequence number is not below */
+
+static ngx_uint_t
+ngx_http_zk_lock_first_seq(ngx_http_zk_lock_child_t *children, ngx_uint_t n,
+    uint32_t seq)
+{
+    ngx_uint_t  lo, hi, mid;
+
+    lo = 0;
+    hi = n;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+
+        if (children[mid].seq < seq) {
+            lo = mid + 1;
+
+        } else {
+            hi = mid;
+        }
+    }
+
+    return lo;
+}
+
+
+/* as Curator: a node whose name contains the write lock's */
+
+static ngx_uint_t
+ngx_http_zk_lock_is_write(u_char *name)
+{
+    return ngx_strstr(name, ngx_http_zk_lock_kind_name[NGX_HTTP_ZK_LOCK_WRITE])
+           != NULL;
 }
 
 
