@@ -8,6 +8,8 @@ package ZkLock::Curator;
 #   my $ms = curator_expect($c, qr/^ACQUIRED (\d+)/);   # epoch ms, or undef
 #   my $bg = bg_get($port, $uri);  my ($status, $end) = bg_wait($bg);
 #   curator_after_nginx($c, @bg);  # tests: @bg end 200, $c acquired after
+#   nginx_after_curator($c, $r, $what);  # test: $r (http_get) ended after
+#                                        # $c said RELEASED
 
 use strict;
 use warnings;
@@ -19,7 +21,7 @@ use Time::HiRes qw(time);
 use ZkLock::Test;
 
 our @EXPORT = qw(curator_prereqs curator curator_expect bg_get bg_wait
-    curator_after_nginx);
+    curator_after_nginx nginx_after_curator);
 
 my @JARS = map { "/usr/share/java/$_.jar" }
     qw(curator-recipes curator-framework slf4j-nop);
@@ -111,6 +113,19 @@ sub curator_after_nginx {
         'Curator got a lease only once an nginx holder was done')
         or diag sprintf 'Curator at %.3f, first nginx end %.3f',
             ($at // 0) / 1000, $first;
+}
+
+# test: the nginx request $r (http_get's result) ended once the Curator
+# participant $c had released.  Curator prints RELEASED once the reply to
+# its delete is back; nginx hears of the deletion from the same server at
+# the same moment, hence 50 ms of slack.
+sub nginx_after_curator {
+    my ($c, $r, $what) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    my $released = curator_expect($c, qr/^RELEASED (\d+)/);
+    ok($released && $r->{end} * 1000 >= $released - 50, $what)
+        or diag sprintf 'nginx done at %.3f, Curator released at %.3f',
+            $r->{end}, ($released // 0) / 1000;
 }
 
 1;
