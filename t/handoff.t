@@ -229,10 +229,13 @@ subtest 'local chain: FIFO, one at a time' => sub {
 ###############################################################################
 # 4. a mixed chain over the fleet
 
-# $rounds rounds of $clients concurrent requests over the fleet; the
-# number of requests and of 200 answers
-sub rounds {
-    my ($uri, $rounds, $clients) = @_;
+# $rounds rounds of $clients concurrent requests to $uri (backend key
+# $key) over the fleet: all get 200, at most (and at some point exactly)
+# $max are in the backend at once, and no node is left
+sub under_load {
+    my ($what, $uri, $key, $rounds, $clients, $max, $max_what) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    $be->reset;
     my ($ok, $n) = (0, 0);
     for my $round (1 .. $rounds) {
         my @req = map { [ $fleet[$_ % 2]->port, "$uri&id=$round.$_" ] }
@@ -241,18 +244,17 @@ sub rounds {
         $n += @$res;
         $ok += grep { $_->{status} == 200 } @$res;
     }
-    return ($n, $ok);
+    is($ok, $n, "all $n get 200");
+    my $st = $be->stats($key);
+    is($st->{max}, $max, $max_what);
+    is($st->{count}, $n, "the backend saw $n requests");
+    no_ephemerals($zk, '/h', $what);
+    check_logs($what);
 }
 
 subtest 'mixed fleet chain' => sub {
-    $be->reset;
-    my ($n, $ok) = rounds('/m?lk=fleet&key=fleet&sleep=100', 12, 8);
-    is($ok, $n, "all $n get 200");
-    my $st = $be->stats('fleet');
-    is($st->{max}, 1, 'never more than one in flight');
-    is($st->{count}, $n, "the backend saw $n requests");
-    no_ephemerals($zk, '/h', 'fleet chain');
-    check_logs('fleet chain');
+    under_load('fleet chain', '/m?lk=fleet&key=fleet&sleep=100', 'fleet',
+        12, 8, 1, 'never more than one in flight');
 };
 
 ###############################################################################
@@ -320,14 +322,8 @@ subtest "a waiter's node deleted by someone else" => sub {
 # 6. semaphore leases=3 under load over the fleet
 
 subtest 'semaphore leases=3 under load' => sub {
-    $be->reset;
-    my ($n, $ok) = rounds('/s3?key=s3&sleep=50', 5, 12);
-    is($ok, $n, "all $n get 200");
-    my $st = $be->stats('s3');
-    is($st->{max}, 3, 'max in flight is exactly 3 (never more, no idle lease)');
-    is($st->{count}, $n, "the backend saw $n requests");
-    no_ephemerals($zk, '/h', 's3 load');
-    check_logs('s3 load');
+    under_load('s3 load', '/s3?key=s3&sleep=50', 's3', 5, 12, 3,
+        'max in flight is exactly 3 (never more, no idle lease)');
 };
 
 ###############################################################################
