@@ -24,7 +24,6 @@ use strict;
 use warnings;
 use FindBin;
 use Getopt::Long;
-use POSIX ();
 use lib "$FindBin::Bin/../lib";
 use ZkLock::Test;
 
@@ -91,7 +90,6 @@ for my $ng (@fleet) {
 
 sleep 3;    # sessions (the log level here hides their "connected" line)
 
-my $tck = POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100;
 my @rows;
 
 # name, rate, wait/handoff p50 and p99, request p50 and p99, CPU/req,
@@ -118,15 +116,7 @@ sub curator {
     return %r;
 }
 
-sub cpu_ticks {
-    my $t = 0;
-    for my $pid (map { $_->worker_pids } @fleet) {
-        open my $fh, '<', "/proc/$pid/stat" or next;
-        my @f = split ' ', (<$fh> =~ s/^.*\) //r);
-        $t += $f[11] + $f[12];    # utime, stime
-    }
-    return $t;
-}
+sub cpu_workers { cpu_seconds(map { $_->worker_pids } @fleet) }
 
 sub wait_log {
     my @w;
@@ -153,7 +143,7 @@ sub load {
     my @pids;
 
     wait_log();
-    my $cpu = cpu_ticks();
+    my $cpu = cpu_workers();
 
     for my $s (@spec) {
         my ($ng, $conns) = @$s;
@@ -182,7 +172,7 @@ sub load {
     }
 
     sleep 2;    # the access log buffers are flushed every second
-    my $us = (cpu_ticks() - $cpu) / $tck * 1e6 / ($n || 1);
+    my $us = (cpu_workers() - $cpu) * 1e6 / ($n || 1);
 
     return (rate => $rate, req_p50 => $p50, req_p99 => $p99, cpu => $us);
 }
@@ -240,7 +230,7 @@ row(name => 'raw ZooKeeper create+delete, 1 at a time', rate => $raw1);
 row(name => 'raw ZooKeeper create+delete, 64 in flight',
     rate => raw_pairs(64));
 
-my $plain = row(name => 'nginx, no lock, 1 client',
+row(name => 'nginx, no lock, 1 client',
     load('/plain', [$fleet[0], 1]));
 
 my $cm1 = peer('Curator InterProcessMutex, 1 client', 1,

@@ -174,18 +174,8 @@ sub rss_kb {
     return $kb;
 }
 
-sub cpu_s {
-    my $t = 0;
-    for my $pid (@_) {
-        open my $fh, '<', "/proc/$pid/stat" or next;
-        my @f = split ' ', (<$fh> =~ s/^.*\) //sr);
-        $t += $f[11] + $f[12];    # utime, stime
-    }
-    return $t / $tck;
-}
-
-sub workers_cpu { cpu_s(workers()) }
-sub zk_cpu      { cpu_s($zk->pid) }
+sub workers_cpu { cpu_seconds(workers()) }
+sub zk_cpu      { cpu_seconds($zk->pid) }
 
 # requests waiting on a path, summed over the fleet (status page)
 sub waiting {
@@ -541,7 +531,7 @@ sub measure {
     # drain
     my @cpids = map { $_->{pid} } @clients;
     my ($cpu_w0, $cpu_z0, $cpu_c0) = (workers_cpu(), zk_cpu(),
-        cpu_s(@cpids));
+        cpu_seconds(@cpids));
     my $t0 = time;
     $holder->release;
     progress('n=%d: head released (%.0f ms to close its session)', $n,
@@ -557,7 +547,7 @@ sub measure {
         }
     }
     my ($cpu_w1, $cpu_z1, $cpu_c1) = (workers_cpu(), zk_cpu(),
-        cpu_s(@cpids));
+        cpu_seconds(@cpids));
     my $t_end = time;
     stop_clients();
 

@@ -177,7 +177,7 @@ our @EXPORT = qw(
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
     zk_wait_gone zk_hold zk_4lw
     wait_for free_port proc_wait pid_alive started_pids tempdir
-    sessions_connected no_ephemerals
+    sessions_connected no_ephemerals cpu_seconds
 );
 
 # ---------------------------------------------------------------- settings
@@ -270,6 +270,17 @@ sub pid_alive {
     open my $fh, '<', "/proc/$pid/stat" or return 0;
     my $stat = <$fh> // '';
     return $stat =~ /^\d+ \(.*\) (\S)/s && $1 ne 'Z' ? 1 : 0;
+}
+
+# user+system CPU seconds of the processes @pids (those gone count 0)
+sub cpu_seconds {
+    my $ticks = 0;
+    for my $pid (@_) {
+        open my $fh, '<', "/proc/$pid/stat" or next;
+        my @f = split ' ', (<$fh> =~ s/^.*\) //sr);
+        $ticks += $f[11] + $f[12];    # utime, stime
+    }
+    return $ticks / (POSIX::sysconf(POSIX::_SC_CLK_TCK()) || 100);
 }
 
 sub started_pids { return @STARTED }
