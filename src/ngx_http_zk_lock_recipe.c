@@ -22,6 +22,15 @@
 #define NGX_HTTP_ZK_LOCK_SELF_SENT      1
 #define NGX_HTTP_ZK_LOCK_SELF_SET       2
 
+/*
+ * A listing longer than this is a deep queue, where a worker watches the
+ * nodes at its head, see window(); up to this many of them
+ */
+#ifndef NGX_HTTP_ZK_LOCK_DEEP
+#define NGX_HTTP_ZK_LOCK_DEEP           64
+#endif
+#define NGX_HTTP_ZK_LOCK_MAX_SPAN       8
+
 /* a waiter's "ahead" before its first listing */
 #define NGX_HTTP_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
 
@@ -29,12 +38,20 @@
 #define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
 
 
+/* "seq" comes first here and in an entry: see first_seq() */
+
 typedef struct {
     uint32_t                      seq;
     ngx_uint_t                    write;      /* a write lock's node */
     ngx_uint_t                    writes;     /* write nodes before it */
     u_char                       *name;
 } ngx_http_zk_lock_child_t;
+
+
+typedef struct {
+    ngx_http_zk_lock_t           *lock;
+    uint32_t                      seq;
+} ngx_http_zk_lock_watch_t;
 
 
 typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
@@ -75,8 +92,12 @@ static void ngx_http_zk_lock_children_done(int rc,
     const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
-static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name,
-    uint32_t seq);
+static ngx_int_t ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
+static ngx_http_zk_lock_entry_t *ngx_http_zk_lock_cache_remove(
+    ngx_http_zk_lock_t *lock, uint32_t seq);
+static void ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq);
 static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node);
@@ -95,8 +116,8 @@ static void ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static void ngx_http_zk_lock_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static ngx_uint_t ngx_http_zk_lock_first_seq(
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, uint32_t seq);
+static ngx_uint_t ngx_http_zk_lock_first_seq(void *base, size_t size,
+    ngx_uint_t n, uint32_t seq);
 static ngx_uint_t ngx_http_zk_lock_is_write(u_char *name);
 static uint32_t ngx_http_zk_lock_seq(u_char *name, size_t len);
 static int ngx_libc_cdecl ngx_http_zk_lock_child_cmp(const void *one,
@@ -608,7 +629,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
     ngx_http_zk_lock_unwatch(lock, seq);
 
     if (type == ZOO_DELETED_EVENT) {
-        ngx_http_zk_lock_deleted(lock, p + 1, seq);
+        ngx_http_zk_lock_deleted(lock, seq);
 
     } else {
         ngx_http_zk_lock_relist(lock);
@@ -731,8 +752,14 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     lock->sent = 0;
     lock->answered = 0;
     lock->nwatched = 0;
+    lock->cache = NULL;
+    lock->ncache = 0;
+    lock->head = 0;
+    lock->span = 0;
     lock->count = 0;
     lock->wanted = 0;
+    lock->deep = 0;
+    lock->reads = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -766,6 +793,11 @@ ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock)
 
     ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
     ngx_queue_remove(&lock->queue);
+
+    if (lock->cache) {
+        ngx_free(lock->cache);
+    }
+
     ngx_free(lock);
 }
 
@@ -1157,7 +1189,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
 
     if (rc == ZOK) {
         /* the nodes behind it are not watching it, see watch() */
-        ngx_http_zk_lock_deleted(lock, node->name, node->seq);
+        ngx_http_zk_lock_deleted(lock, node->seq);
 
     } else if (rc == ZNONODE) {
         /* someone else deleted it: when, the listing tells */
@@ -1169,7 +1201,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
      * the one whose predecessors are watched: look again for the next one
      */
 
-    if (node->was_waiting) {
+    if (node->was_waiting && !lock->deep) {
         for (q = ngx_queue_head(&lock->nodes);
              q != ngx_queue_sentinel(&lock->nodes);
              q = ngx_queue_next(q))
@@ -1320,7 +1352,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 {
     ngx_int_t                  i, j, k, first_write;
     ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_uint_t                 n, kinds, watch_write, leases_now;
+    ngx_uint_t                 n, kinds, watch_write, leases_now, span;
     ngx_uint_t                 leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
     ngx_queue_t               *q, *nq;
     ngx_http_zk_lock_node_t   *node;
@@ -1349,6 +1381,15 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
                   ngx_http_zk_lock_child_cmp);
     }
 
+    if (ngx_http_zk_lock_cache(lock, children, n) != NGX_OK) {
+        /* the counts stay those of the last listing, as the cache */
+        if (children) {
+            ngx_free(children);
+        }
+
+        return;
+    }
+
     first_write = n;
     k = 0;
 
@@ -1363,6 +1404,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
     kinds = 0;
     watch_write = 0;
+    span = 0;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
@@ -1452,6 +1494,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
         node->ahead = i;
         node->covered = 0;
+        span = ngx_max(span, leases_now);
         ngx_http_zk_lock_watch_self(node);
 
         if (ngx_strlen(children[i - 1].name) < sizeof(node->pred)) {
@@ -1490,6 +1533,18 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
     ngx_http_zk_lock_unwatch_gone(lock, children, n);
 
+    lock->span = span;
+    lock->reads = watch_write;
+    lock->deep = (n > NGX_HTTP_ZK_LOCK_DEEP && !lock->count
+                  && span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
+
+    if (lock->deep) {
+        ngx_http_zk_lock_window(lock);
+
+        ngx_free(children);
+        return;
+    }
+
     /*
      * When the nodes watched are all the nodes ahead of the first waiter,
      * the deletion of any of them makes it a holder: see deleted()
@@ -1514,6 +1569,140 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
 
 /*
+ * The last listing is kept, to count each deletion once (see deleted())
+ * and, in a deep queue, to know which nodes come next.  A listing is
+ * answered after the deletions that it does not show have been heard of,
+ * so the entries are all alive when it comes.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+{
+    u_char                    *p, *names;
+    size_t                     size;
+    ngx_uint_t                 i;
+    ngx_http_zk_lock_entry_t  *cache;
+
+    size = n * sizeof(ngx_http_zk_lock_entry_t);
+
+    for (i = 0; i < n; i++) {
+        size += ngx_strlen(children[i].name) + 1;
+    }
+
+    cache = NULL;
+
+    if (n) {
+        cache = ngx_alloc(size, &lock->session->log);
+        if (cache == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    names = (u_char *) &cache[n];
+    p = names;
+
+    for (i = 0; i < n; i++) {
+        cache[i].seq = children[i].seq;
+        cache[i].name = p - names;
+        cache[i].write = children[i].write;
+        cache[i].gone = 0;
+
+        p = ngx_cpymem(p, children[i].name, ngx_strlen(children[i].name) + 1);
+    }
+
+    if (lock->cache) {
+        ngx_free(lock->cache);
+    }
+
+    lock->cache = cache;
+    lock->ncache = n;
+    lock->head = 0;
+
+    return NGX_OK;
+}
+
+
+/* the entry of a node heard to be gone, unless counted already */
+
+static ngx_http_zk_lock_entry_t *
+ngx_http_zk_lock_cache_remove(ngx_http_zk_lock_t *lock, uint32_t seq)
+{
+    ngx_uint_t                 i;
+    ngx_http_zk_lock_entry_t  *e;
+
+    if (seq == NGX_MAX_UINT32_VALUE) {
+        /* a foreign name without a sequence number, behind everyone */
+        return NULL;
+    }
+
+    i = ngx_http_zk_lock_first_seq(lock->cache,
+                                   sizeof(ngx_http_zk_lock_entry_t),
+                                   lock->ncache, seq);
+
+    if (i == lock->ncache || lock->cache[i].seq != seq
+        || lock->cache[i].gone)
+    {
+        return NULL;
+    }
+
+    e = &lock->cache[i];
+    e->gone = 1;
+
+    while (lock->head < lock->ncache && lock->cache[lock->head].gone) {
+        lock->head++;
+    }
+
+    return e;
+}
+
+
+/*
+ * In a deep queue, a listing after each handoff would cost more than the
+ * handoff itself, for ZooKeeper and for every waiter's worker, as in
+ * Curator: instead each worker watches the "span" nodes at the head of its
+ * last listing, those that hold the lock (and for readers, the first
+ * writer), and the next ones as these go.  Every deletion ahead of its
+ * waiters is then heard of, in the order of the queue, at the cost of one
+ * event and one watch per worker and handoff; a node that left the middle
+ * of the queue is found gone when its turn to be watched comes.
+ */
+
+static void
+ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
+{
+    u_char                    *names;
+    ngx_uint_t                 i, k;
+    ngx_http_zk_lock_entry_t  *e;
+
+    names = (u_char *) &lock->cache[lock->ncache];
+    k = 0;
+
+    for (i = lock->head; i < lock->ncache && k < lock->span; i++) {
+        e = &lock->cache[i];
+
+        if (!e->gone) {
+            ngx_http_zk_lock_watch(lock, names + e->name);
+            k++;
+        }
+    }
+
+    if (!lock->reads) {
+        return;
+    }
+
+    for (i = lock->head; i < lock->ncache; i++) {
+        e = &lock->cache[i];
+
+        if (!e->gone && e->write) {
+            ngx_http_zk_lock_watch(lock, names + e->name);
+            return;
+        }
+    }
+}
+
+
+/*
  * A node is gone: a watch fired, or this worker deleted its own.  Nodes can
  * only leave the queue ahead of a waiter (new ones queue behind it), so a
  * waiter's count of nodes ahead, taken from its last listing and lowered by
@@ -1529,14 +1718,26 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
  */
 
 static void
-ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name,
-    uint32_t seq)
+ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
 {
-    ngx_uint_t                write, relist;
-    ngx_queue_t              *q;
-    ngx_http_zk_lock_node_t  *node, *first;
+    u_char                    *name;
+    ngx_uint_t                 write, relist;
+    ngx_queue_t               *q;
+    ngx_http_zk_lock_node_t   *node, *first;
+    ngx_http_zk_lock_entry_t  *e;
 
-    write = ngx_http_zk_lock_is_write(name);
+    e = ngx_http_zk_lock_cache_remove(lock, seq);
+
+    if (e == NULL) {
+        /*
+         * Counted already, or created after the last listing, and so
+         * behind every waiter that the listing counted for
+         */
+        return;
+    }
+
+    name = (u_char *) &lock->cache[lock->ncache] + e->name;
+    write = e->write;
     relist = 0;
     first = NULL;
 
@@ -1568,8 +1769,8 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name,
 
         ngx_http_zk_lock_watch_self(node);
 
-        if (node->covered) {
-            /* the others ahead of it are watched too */
+        if (node->covered || lock->deep) {
+            /* the others ahead of it are watched too, or will be */
             continue;
         }
 
@@ -1587,7 +1788,10 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, u_char *name,
         }
     }
 
-    if (relist) {
+    if (lock->deep) {
+        ngx_http_zk_lock_window(lock);
+
+    } else if (relist) {
         ngx_http_zk_lock_relist(lock);
 
     } else if (first) {
@@ -1805,7 +2009,8 @@ ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
 {
     ngx_uint_t  lo;
 
-    lo = ngx_http_zk_lock_first_seq(children, n, node->seq);
+    lo = ngx_http_zk_lock_first_seq(children, sizeof(ngx_http_zk_lock_child_t),
+                                    n, node->seq);
 
     /* foreign nodes without a sequence number may share one */
 
@@ -1825,6 +2030,7 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
     int                          rc;
     uint32_t                     seq;
     ngx_uint_t                   i;
+    ngx_http_zk_lock_watch_t    *w;
     ngx_http_zk_lock_session_t  *s;
     u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
 
@@ -1856,15 +2062,24 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
      * node that is already gone.  Watches on the same node are one watch.
      */
 
+    w = ngx_alloc(sizeof(ngx_http_zk_lock_watch_t), &s->log);
+    if (w == NULL) {
+        return;
+    }
+
+    w->lock = lock;
+    w->seq = seq;
+
     ngx_http_zk_lock_session_batch(s);
 
     rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
-                   ngx_http_zk_lock_watch_done, lock);
+                   ngx_http_zk_lock_watch_done, w);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                       "zoo_awget(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
+        ngx_free(w);
         return;
     }
 
@@ -1903,7 +2118,9 @@ ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_uint_t  i, lo;
 
     for (i = 0; i < lock->nwatched; /* void */ ) {
-        lo = ngx_http_zk_lock_first_seq(children, n, lock->watched[i]);
+        lo = ngx_http_zk_lock_first_seq(children,
+                                        sizeof(ngx_http_zk_lock_child_t), n,
+                                        lock->watched[i]);
 
         if (lo < n && children[lo].seq == lock->watched[i]) {
             i++;
@@ -1919,19 +2136,36 @@ static void
 ngx_http_zk_lock_watch_done(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+    ngx_http_zk_lock_watch_t  *w = (ngx_http_zk_lock_watch_t *) data;
+
+    uint32_t             seq;
+    ngx_http_zk_lock_t  *lock;
+
+    lock = w->lock;
+    seq = w->seq;
+    ngx_free(w);
 
     lock->refs--;
 
-    if (!lock->session->exiting) {
+    if (lock->session->exiting) {
+        return;
+    }
 
-        if (rc == ZNONODE) {
-            /* gone between the listing and the watch */
+    if (rc == ZNONODE) {
+
+        /* gone between the listing and the watch: no watch is left */
+
+        ngx_http_zk_lock_unwatch(lock, seq);
+
+        if (lock->deep) {
+            ngx_http_zk_lock_deleted(lock, seq);
+
+        } else {
             ngx_http_zk_lock_relist(lock);
         }
-
-        ngx_http_zk_lock_gc(lock);
     }
+
+    ngx_http_zk_lock_gc(lock);
 }
 
 
@@ -1946,10 +2180,13 @@ ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node)
 }
 
 
-/* the index of the first sorted child whose sequence number is not below */
+/*
+ * The index of the first sorted child whose sequence number is not below:
+ * in the children of a listing, or in the entries of the cache
+ */
 
 static ngx_uint_t
-ngx_http_zk_lock_first_seq(ngx_http_zk_lock_child_t *children, ngx_uint_t n,
+ngx_http_zk_lock_first_seq(void *base, size_t size, ngx_uint_t n,
     uint32_t seq)
 {
     ngx_uint_t  lo, hi, mid;
@@ -1960,7 +2197,7 @@ ngx_http_zk_lock_first_seq(ngx_http_zk_lock_child_t *children, ngx_uint_t n,
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
 
-        if (children[mid].seq < seq) {
+        if (*(uint32_t *) ((u_char *) base + mid * size) < seq) {
             lo = mid + 1;
 
         } else {

@@ -97,6 +97,17 @@ struct ngx_http_zk_lock_node_s {
 /* the watches a worker remembers in one lock, so as to set each once */
 #define NGX_HTTP_ZK_LOCK_WATCHED  16
 
+
+/* a child of the lock in the last listing */
+
+typedef struct {
+    uint32_t                      seq;
+    uint32_t                      name:30;    /* offset in the names */
+    uint32_t                      write:1;    /* a write lock's node */
+    uint32_t                      gone:1;     /* its deletion is counted */
+} ngx_http_zk_lock_entry_t;
+
+
 /* one lock path with participants in this worker */
 
 struct ngx_http_zk_lock_s {
@@ -109,8 +120,17 @@ struct ngx_http_zk_lock_s {
     ngx_uint_t                    answered;   /* listings answered */
     ngx_uint_t                    nwatched;
     uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
+
+    /* the last listing, sorted, its names after the entries */
+    ngx_http_zk_lock_entry_t     *cache;
+    ngx_uint_t                    ncache;
+    ngx_uint_t                    head;       /* the first not gone */
+    ngx_uint_t                    span;       /* the entries to watch there */
+
     unsigned                      count:1;    /* lists with a watch */
     unsigned                      wanted:1;   /* a listing, after this one */
+    unsigned                      deep:1;     /* see window() */
+    unsigned                      reads:1;    /* readers wait */
     u_char                        path[1];
 };
 
