@@ -11,6 +11,8 @@
 #  4. a mixed chain over a fleet of two nginx (2 workers each)
 #  5. a local waiter's node deleted by someone else
 #  6. semaphore leases=3 under load: never more than 3, no idle lease
+#  7. deep queues (mutex, semaphore): a worker watches the head of the queue
+#     and hands off without listing it again, past waiters that gave up
 #
 # ZK_TEST_LOG_LEVEL=debug gives the module's "zk lock:" trace in error.log.
 
@@ -40,6 +42,11 @@ my $conf = <<'EOF';
             proxy_pass http://%%BACKEND%%;
         }
 
+        location /mt {
+            zk_mutex /h/m/$arg_lk timeout=2s;
+            proxy_pass http://%%BACKEND%%;
+        }
+
         location /s2 {
             zk_semaphore /h/s2/$arg_lk leases=2 timeout=20s;
             proxy_pass http://%%BACKEND%%;
@@ -58,7 +65,11 @@ my %nopt = (zk => $zk, backend => $be,
 # one worker: its requests share one session (local chains, scenario 5)
 my $one = nginx_start($conf, %nopt, workers => 1);
 my @fleet = map { nginx_start($conf, %nopt, workers => 2) } 1 .. 2;
-my @all = ($one, @fleet);
+
+# the deep queues' fleet logs each listing (scenario 7)
+my @deep = map { nginx_start($conf, %nopt, workers => 2, log_level => 'debug') }
+    1 .. 2;
+my @all = ($one, @fleet, @deep);
 
 ok(sessions_connected(@all), 'every worker has a session');
 
@@ -324,6 +335,67 @@ subtest "a waiter's node deleted by someone else" => sub {
 subtest 'semaphore leases=3 under load' => sub {
     under_load('s3 load', '/s3?key=s3&sleep=50', 's3', 5, 12, 3,
         'max in flight is exactly 3 (never more, no idle lease)');
+};
+
+###############################################################################
+# 7. deep queues: handoffs without a listing of the queue
+
+# the listings of $path that the deep fleet has asked for so far
+sub listings {
+    my ($path) = @_;
+    my $n = () = join('', map { $_->error_log } @deep)
+        =~ /zk lock: list "\Q$path\E"/g;
+    return $n;
+}
+
+# 100 waiters over the deep fleet queue behind $max foreign holders (past the
+# 64 children from which a worker watches the head of the queue); for the
+# mutex, 10 more among them give up after 2 s and leave holes in the queue.
+# Once the holder leaves, every waiter runs, at most $max at a time, and the
+# workers ask for no listing: Curator, and this module in a short queue,
+# would list the whole queue again at each handoff.
+sub deep_case {
+    my ($loc, $lk, $max, $holes) = @_;
+    local $Test::Builder::Level = $Test::Builder::Level + 1;
+    $be->reset;
+    my $path = "/h/$loc/$lk";
+    my @h = map { zk_hold($zk, $path, name => curator_name()) } 1 .. $max;
+
+    my @req = map { [ $deep[$_ % 2]->port,
+        "/$loc?lk=$lk&key=$lk&sleep=10&id=$_" ] } 0 .. 99;
+    splice @req, 10 * $_, 0,
+        [ $deep[$_ % 2]->port, "/mt?lk=$lk&key=$lk-gone&id=gone$_" ]
+        for reverse 1 .. $holes;
+    my $bg = http_parallel_bg(\@req, stagger => 0.005, timeout => 60);
+    ok(wait_queue_len($path, $max + @req, 20),
+        "$lk: @{[ scalar @req ]} queued") or diag scalar(queue($path)) . ' nodes';
+    ok(wait_queue_len($path, $max + 100, 10), "$lk: $holes gave up")
+        if $holes;
+
+    my $before = listings($path);
+    release_all(@h);
+    my $res = http_parallel_collect($bg, 60);
+
+    my @gone = grep { $_->[1] =~ m{^/mt} } @req;
+    my @ok = grep { $req[$_][1] !~ m{^/mt} && $res->[$_]{status} == 200 }
+        0 .. $#req;
+    is(scalar @ok, 100, "$lk: the 100 waiters get 200")
+        or diag explain [map { "$_->{status} " . ($_->{error} // '') } @$res];
+    is($be->stats("$lk-gone")->{count}, 0, "$lk: those who gave up never ran")
+        if $holes;
+    my $st = $be->stats($lk);
+    is($st->{count}, 100, "$lk: the backend saw 100");
+    is($st->{max}, $max, "$lk: at most $max in flight");
+    my $lists = listings($path) - $before;
+    ok($lists <= 4, "$lk: no listing per handoff")
+        or diag "$lists listings of $path for 100 handoffs";
+    no_ephemerals($zk, '/h', $lk);
+    check_logs($lk);
+}
+
+subtest 'deep queues: the head is watched' => sub {
+    deep_case('m', 'deepm', 1, 10);
+    deep_case('s2', 'deeps', 2, 0);
 };
 
 ###############################################################################
