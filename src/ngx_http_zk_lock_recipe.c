@@ -24,7 +24,9 @@
 
 /*
  * A listing longer than this is a deep queue, where a worker watches the
- * nodes at its head, see window(); up to this many of them
+ * nodes at its head, see window(), up to this many of them; the queue stays
+ * deep until a quarter of that is left, lest it list at each handoff of its
+ * tail
  */
 #ifndef NGX_HTTP_ZK_LOCK_DEEP
 #define NGX_HTTP_ZK_LOCK_DEEP           64
@@ -755,6 +757,7 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     lock->cache = NULL;
     lock->ncache = 0;
     lock->head = 0;
+    lock->live = 0;
     lock->span = 0;
     lock->count = 0;
     lock->wanted = 0;
@@ -921,7 +924,20 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     node->list_id = lock->sent + 1;
 
-    if (lock->sent == lock->answered) {
+    /*
+     * In a deep queue the new node comes after every node of the last
+     * listing, whose head the worker watches: it is listed once only a few
+     * of those are left, see window()
+     */
+
+    node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
+                      && lock->live >= ngx_max(lock->span,
+                                               ngx_http_zk_lock_needed(node)));
+
+    if (node->deferred) {
+        lock->span = ngx_max(lock->span, ngx_http_zk_lock_needed(node));
+
+    } else if (lock->sent == lock->answered) {
         (void) ngx_http_zk_lock_list(lock);
 
     } else {
@@ -978,7 +994,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
             return;
         }
 
-        if (node->list_id > lock->sent) {
+        if (node->list_id > lock->sent && !node->deferred) {
 
             /*
              * No listing went after the create, which is answered after the
@@ -1352,7 +1368,8 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 {
     ngx_int_t                  i, j, k, first_write;
     ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_uint_t                 n, kinds, watch_write, leases_now, span;
+    ngx_uint_t                 n, kinds, watch_write, leases_now, span,
+                               deferred;
     ngx_uint_t                 leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
     ngx_queue_t               *q, *nq;
     ngx_http_zk_lock_node_t   *node;
@@ -1405,6 +1422,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     kinds = 0;
     watch_write = 0;
     span = 0;
+    deferred = 0;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
@@ -1427,6 +1445,12 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
         if (node->list_id > id) {
             /* created after this listing was asked for */
+
+            if (node->deferred && node->state == NGX_HTTP_ZK_LOCK_WAITING) {
+                deferred = 1;
+                span = ngx_max(span, ngx_http_zk_lock_needed(node));
+            }
+
             continue;
         }
 
@@ -1535,14 +1559,20 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
     lock->span = span;
     lock->reads = watch_write;
-    lock->deep = (n > NGX_HTTP_ZK_LOCK_DEEP && !lock->count
-                  && span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
+    lock->deep = (n > (lock->deep ? NGX_HTTP_ZK_LOCK_DEEP / 4
+                                  : NGX_HTTP_ZK_LOCK_DEEP)
+                  && !lock->count && span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
 
     if (lock->deep) {
         ngx_http_zk_lock_window(lock);
 
         ngx_free(children);
         return;
+    }
+
+    if (deferred) {
+        /* no longer a deep queue: they need a listing of their own */
+        lock->wanted = 1;
     }
 
     /*
@@ -1618,6 +1648,7 @@ ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
     lock->cache = cache;
     lock->ncache = n;
     lock->head = 0;
+    lock->live = n;
 
     return NGX_OK;
 }
@@ -1648,6 +1679,7 @@ ngx_http_zk_lock_cache_remove(ngx_http_zk_lock_t *lock, uint32_t seq)
 
     e = &lock->cache[i];
     e->gone = 1;
+    lock->live--;
 
     while (lock->head < lock->ncache && lock->cache[lock->head].gone) {
         lock->head++;
@@ -1685,6 +1717,15 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
             ngx_http_zk_lock_watch(lock, names + e->name);
             k++;
         }
+    }
+
+    if (k < lock->span) {
+        /*
+         * Few nodes of the listing are left: the requests queued since
+         * (and other workers' nodes between them) are listed now, once per
+         * listing's worth of handoffs
+         */
+        ngx_http_zk_lock_relist(lock);
     }
 
     if (!lock->reads) {

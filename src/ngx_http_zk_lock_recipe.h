@@ -84,6 +84,7 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      covered:1;  /* all ahead are watched */
     unsigned                      self:2;     /* its own watch, see deleted() */
     unsigned                      promote:1;  /* holds once self is checked */
+    unsigned                      deferred:1; /* no listing after create */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
@@ -125,6 +126,7 @@ struct ngx_http_zk_lock_s {
     ngx_http_zk_lock_entry_t     *cache;
     ngx_uint_t                    ncache;
     ngx_uint_t                    head;       /* the first not gone */
+    ngx_uint_t                    live;       /* the entries not gone */
     ngx_uint_t                    span;       /* the entries to watch there */
 
     unsigned                      count:1;    /* lists with a watch */

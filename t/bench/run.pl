@@ -7,23 +7,28 @@
 # (t/bench/waiters.pl) unless --no-waiters.
 #
 #   perl t/bench/run.pl [--seconds 10] [--runs 3] [--sync] [--no-waiters]
-#                       [--markdown FILE]
+#                       [--pin] [--markdown FILE]
 #
 # Needs wrk, javac and the Curator jars (t/lib/install-deps.sh installs
 # them).  --sync runs ZooKeeper with forceSync=yes (its default; the tests
-# turn it off).
+# turn it off).  --pin gives ZooKeeper a core of its own and the rest
+# (nginx, wrk, the Curator JVM, the C client) the others, as if ZooKeeper
+# ran on its own machine.
 #
 # "wait/handoff": with C clients in a FIFO queue each acquisition waits
 # for the C-1 before it, so a request's lock wait divided by C-1 is the
 # time one handoff takes (hold time included; the content here is instant).
 # nginx's wait is $zk_lock_wait_time from the access log, Curator's the
 # time acquire() took.  "CPU/req": user+system time of all nginx workers
-# over the run, per request.
+# over the run, per request.  "ZK req/op" and "ZK CPU/op": the requests
+# ZooKeeper received (its "srvr" count) and its user+system time, per pair
+# or per request: on a small machine ZooKeeper's CPU bounds every rate.
 
 use strict;
 use warnings;
 use FindBin;
 use Getopt::Long;
+use POSIX ();
 use lib "$FindBin::Bin/../lib";
 use ZkLock::Test;
 
@@ -34,8 +39,10 @@ my $sync = 0;
 my $waiters = 1;
 my $markdown;
 my $runs = 3;
+my $pin = 0;
 GetOptions('seconds=i' => \$seconds, 'sync' => \$sync, 'runs=i' => \$runs,
-    'waiters!' => \$waiters, 'markdown=s' => \$markdown) or exit 2;
+    'waiters!' => \$waiters, 'pin' => \$pin, 'markdown=s' => \$markdown)
+    or exit 2;
 
 system('which wrk >/dev/null 2>&1') == 0
     or die "wrk is missing: apt-get install wrk\n";
@@ -54,6 +61,16 @@ system("javac -nowarn -d t/build -cp $cp t/bench/CuratorBench.java") == 0
 module_path();
 
 my $zk = zk_start($sync ? (cfg => { forceSync => 'yes' }) : ());
+
+if ($pin) {
+    chomp(my $cores = `nproc` || 1);
+    die "--pin needs 2 cores or more\n" if $cores < 2;
+    my $rest = $cores == 2 ? '1' : "1-" . ($cores - 1);
+    # every thread of the JVM; what this script starts inherits its own
+    system("taskset -a -p -c 0 ${\ $zk->pid} >/dev/null") == 0
+        && system("taskset -p -c $rest $$ >/dev/null") == 0
+        or die "taskset failed\n";
+}
 
 # a static file as the content: the cost measured is the gate's
 my $conf = <<'EOF';
@@ -101,11 +118,28 @@ sub row {
     return \%r;
 }
 
+# what ZooKeeper did while $code ran, per operation ("n", or rate*seconds)
+sub zk_counters {
+    my ($received) = zk_4lw($zk->port, 'srvr') =~ /Received: (\d+)/;
+    return ($received // 0, cpu_seconds($zk->pid));
+}
+
+sub metered {
+    my ($code) = @_;
+    my ($r0, $c0) = zk_counters();
+    my %r = $code->();
+    my ($r1, $c1) = zk_counters();
+    my $n = $r{n} || $r{rate} * $seconds || 1;
+    return (%r, zk_req => ($r1 - $r0) / $n, zk_cpu => ($c1 - $c0) * 1e6 / $n);
+}
+
 sub raw_pairs {
     my ($depth) = @_;
-    my $out = `t/build/zkpairs ${\ $zk->hosts} /bench-raw-$depth $seconds $depth`;
-    my ($rate) = $out =~ /pairs\/s ([\d.]+)/ or die "zkpairs: $out";
-    return $rate;
+    return metered(sub {
+        my $out = `t/build/zkpairs ${\ $zk->hosts} /bench-raw-$depth $seconds $depth`;
+        my ($rate) = $out =~ /pairs\/s ([\d.]+)/ or die "zkpairs: $out";
+        return (rate => $rate);
+    });
 }
 
 sub curator {
@@ -174,7 +208,8 @@ sub load {
     sleep 2;    # the access log buffers are flushed every second
     my $us = (cpu_workers() - $cpu) * 1e6 / ($n || 1);
 
-    return (rate => $rate, req_p50 => $p50, req_p99 => $p99, cpu => $us);
+    return (n => $n, rate => $rate, req_p50 => $p50, req_p99 => $p99,
+        cpu => $us);
 }
 
 sub ms {
@@ -197,7 +232,7 @@ sub gated {
     my @runs;
 
     for (1 .. ($clients > 1 ? $runs : 1)) {
-        my %r = load($uri, @spec);
+        my %r = metered(sub { load($uri, @spec) });
         my @w = wait_log();
         if ($clients > 1) {
             $r{wait_p50} = pct(50, @w) / ($clients - 1);
@@ -212,8 +247,8 @@ sub gated {
 
 sub peer {
     my ($name, $clients, @args) = @_;
-    my %c = curator(@args);
-    my %r = (name => $name, rate => $c{rate});
+    my %c = metered(sub { curator(@args) });
+    my %r = (name => $name, map { $_ => $c{$_} } qw(rate zk_req zk_cpu));
     if ($clients > 1) {
         $r{wait_p50} = $c{wait_p50} / ($clients - 1);
         $r{wait_p99} = $c{wait_p99} / ($clients - 1);
@@ -230,13 +265,12 @@ print STDERR "warming ZooKeeper up\n";
 
 print STDERR "measuring, $seconds s each:\n";
 
-my $raw1 = raw_pairs(1);
-row(name => 'raw ZooKeeper create+delete, 1 at a time', rate => $raw1);
-row(name => 'raw ZooKeeper create+delete, 64 in flight',
-    rate => raw_pairs(64));
+my $raw1 = row(name => 'raw ZooKeeper create+delete, 1 at a time',
+    raw_pairs(1))->{rate};
+row(name => 'raw ZooKeeper create+delete, 64 in flight', raw_pairs(64));
 
 row(name => 'nginx, no lock, 1 client',
-    load('/plain', [$fleet[0], 1]));
+    metered(sub { load('/plain', [$fleet[0], 1]) }));
 
 my $cm1 = peer('Curator InterProcessMutex, 1 client', 1,
     'mutex', '/bench/cm1', 1);
@@ -255,7 +289,7 @@ my $left = () = (zk_ephemerals($zk, '/bench'));
 
 my @head = ('scenario', 'rate/s', 'vs raw 1', 'vs Curator',
     'wait/handoff p50 ms', 'p99 ms', 'request p50 ms', 'p99 ms',
-    'worker CPU/req');
+    'worker CPU/req', 'ZK req/op', 'ZK CPU/op');
 my @table;
 
 for my $r (@rows) {
@@ -264,7 +298,8 @@ for my $r (@rows) {
         $r->{vs} ? sprintf('%.1fx', $r->{rate} / $r->{vs}{rate}) : '',
         f2($r->{wait_p50}), f2($r->{wait_p99}),
         f2($r->{req_p50}), f2($r->{req_p99}),
-        defined $r->{cpu} ? sprintf('%.0f us', $r->{cpu}) : ''];
+        defined $r->{cpu} ? sprintf('%.0f us', $r->{cpu}) : '',
+        sprintf('%.2f', $r->{zk_req}), sprintf('%.0f us', $r->{zk_cpu})];
 }
 
 sub f2 { defined $_[0] ? sprintf('%.2f', $_[0]) : '' }
@@ -280,8 +315,9 @@ for my $t (\@head, @table) {
         0 .. $#$t), "\n";
 }
 
-my $foot = sprintf "ZooKeeper forceSync=%s; %d s per row; nodes left under "
-    . "/bench: %d", $sync ? 'yes' : 'no', $seconds, $left;
+my $foot = sprintf "ZooKeeper forceSync=%s%s; %d s per row; nodes left under "
+    . "/bench: %d", $sync ? 'yes' : 'no',
+    $pin ? ', on a core of its own' : '', $seconds, $left;
 print "\n$foot\n";
 
 if ($markdown) {
