@@ -81,6 +81,7 @@ static void ngx_http_zk_lock_notify_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_create_done(int rc, const char *value,
     const void *data);
+static ngx_uint_t ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock,
     u_char *path);
@@ -98,6 +99,8 @@ static ngx_int_t ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static ngx_http_zk_lock_entry_t *ngx_http_zk_lock_cache_remove(
     ngx_http_zk_lock_t *lock, uint32_t seq);
+static u_char *ngx_http_zk_lock_entry_name(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_entry_t *e);
 static void ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq);
 static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
@@ -325,6 +328,9 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
     {
         lock = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
         lock->nwatched = 0;
+
+        /* and the nodes of the last listing, with those of the session */
+        lock->deep = 0;
     }
 
     ngx_http_zk_lock_visit(s, ngx_http_zk_lock_expire);
@@ -924,20 +930,11 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     node->list_id = lock->sent + 1;
 
-    /*
-     * In a deep queue the new node comes after every node of the last
-     * listing, whose head the worker watches: it is listed once only a few
-     * of those are left, see window()
-     */
+    if (ngx_http_zk_lock_defer(node)) {
+        return;
+    }
 
-    node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
-                      && lock->live >= ngx_max(lock->span,
-                                               ngx_http_zk_lock_needed(node)));
-
-    if (node->deferred) {
-        lock->span = ngx_max(lock->span, ngx_http_zk_lock_needed(node));
-
-    } else if (lock->sent == lock->answered) {
+    if (lock->sent == lock->answered) {
         (void) ngx_http_zk_lock_list(lock);
 
     } else {
@@ -994,7 +991,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
             return;
         }
 
-        if (node->list_id > lock->sent && !node->deferred) {
+        if (node->list_id > lock->sent && !ngx_http_zk_lock_defer(node)) {
 
             /*
              * No listing went after the create, which is answered after the
@@ -1045,6 +1042,33 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
     }
 
     ngx_http_zk_lock_node_fail(node, rc);
+}
+
+
+/*
+ * In a deep queue a new node comes after every node of the last listing,
+ * whose head the worker watches: it is listed only once few of those are
+ * left, see window().  Decided again when the create is answered, as a
+ * listing may have come meanwhile.
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node)
+{
+    ngx_uint_t           needed;
+    ngx_http_zk_lock_t  *lock;
+
+    lock = node->lock;
+    needed = ngx_http_zk_lock_needed(node);
+
+    node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
+                      && lock->live >= ngx_max(lock->span, needed));
+
+    if (node->deferred) {
+        lock->span = ngx_max(lock->span, needed);
+    }
+
+    return node->deferred;
 }
 
 
@@ -1437,20 +1461,23 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             }
         }
 
-        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
-            && node->state != NGX_HTTP_ZK_LOCK_HELD)
-        {
-            continue;
-        }
-
         if (node->list_id > id) {
             /* created after this listing was asked for */
 
-            if (node->deferred && node->state == NGX_HTTP_ZK_LOCK_WAITING) {
+            if (node->deferred
+                && (node->state == NGX_HTTP_ZK_LOCK_CREATING
+                    || node->state == NGX_HTTP_ZK_LOCK_WAITING))
+            {
                 deferred = 1;
                 span = ngx_max(span, ngx_http_zk_lock_needed(node));
             }
 
+            continue;
+        }
+
+        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
+            && node->state != NGX_HTTP_ZK_LOCK_HELD)
+        {
             continue;
         }
 
@@ -1614,6 +1641,15 @@ ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
     ngx_uint_t                 i;
     ngx_http_zk_lock_entry_t  *cache;
 
+    /*
+     * Children without a sequence number (the parents of other locks, say)
+     * sort last and are in nobody's way: they are not kept
+     */
+
+    while (n && children[n - 1].seq == NGX_MAX_UINT32_VALUE) {
+        n--;
+    }
+
     size = n * sizeof(ngx_http_zk_lock_entry_t);
 
     for (i = 0; i < n; i++) {
@@ -1621,15 +1657,17 @@ ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
     }
 
     cache = NULL;
+    names = NULL;
 
     if (n) {
         cache = ngx_alloc(size, &lock->session->log);
         if (cache == NULL) {
             return NGX_ERROR;
         }
+
+        names = (u_char *) &cache[n];
     }
 
-    names = (u_char *) &cache[n];
     p = names;
 
     for (i = 0; i < n; i++) {
@@ -1662,11 +1700,6 @@ ngx_http_zk_lock_cache_remove(ngx_http_zk_lock_t *lock, uint32_t seq)
     ngx_uint_t                 i;
     ngx_http_zk_lock_entry_t  *e;
 
-    if (seq == NGX_MAX_UINT32_VALUE) {
-        /* a foreign name without a sequence number, behind everyone */
-        return NULL;
-    }
-
     i = ngx_http_zk_lock_first_seq(lock->cache,
                                    sizeof(ngx_http_zk_lock_entry_t),
                                    lock->ncache, seq);
@@ -1689,6 +1722,14 @@ ngx_http_zk_lock_cache_remove(ngx_http_zk_lock_t *lock, uint32_t seq)
 }
 
 
+static u_char *
+ngx_http_zk_lock_entry_name(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_entry_t *e)
+{
+    return (u_char *) &lock->cache[lock->ncache] + e->name;
+}
+
+
 /*
  * In a deep queue, a listing after each handoff would cost more than the
  * handoff itself, for ZooKeeper and for every waiter's worker, as in
@@ -1703,18 +1744,16 @@ ngx_http_zk_lock_cache_remove(ngx_http_zk_lock_t *lock, uint32_t seq)
 static void
 ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
 {
-    u_char                    *names;
     ngx_uint_t                 i, k;
     ngx_http_zk_lock_entry_t  *e;
 
-    names = (u_char *) &lock->cache[lock->ncache];
     k = 0;
 
     for (i = lock->head; i < lock->ncache && k < lock->span; i++) {
         e = &lock->cache[i];
 
         if (!e->gone) {
-            ngx_http_zk_lock_watch(lock, names + e->name);
+            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_entry_name(lock, e));
             k++;
         }
     }
@@ -1736,7 +1775,7 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
         e = &lock->cache[i];
 
         if (!e->gone && e->write) {
-            ngx_http_zk_lock_watch(lock, names + e->name);
+            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_entry_name(lock, e));
             return;
         }
     }
@@ -1744,12 +1783,14 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
 
 
 /*
- * A node is gone: a watch fired, or this worker deleted its own.  Nodes can
- * only leave the queue ahead of a waiter (new ones queue behind it), so a
- * waiter's count of nodes ahead, taken from its last listing and lowered by
- * each deletion heard of since, never falls below the truth.  ZooKeeper
- * sends the event or the delete's reply before the reply to any listing
- * that no longer shows the node, so no deletion is counted twice.
+ * A node is gone: a watch fired, this worker deleted its own, or a watch
+ * found it gone.  Nodes can only leave the queue ahead of a waiter (new
+ * ones queue behind it), so a waiter's count of nodes ahead, taken from its
+ * last listing and lowered by each deletion heard of since, never falls
+ * below the truth.  A deletion counts only for a node of that listing that
+ * was not counted yet: ZooKeeper sends the event or the delete's reply
+ * before the reply to any listing that no longer shows the node, and a
+ * node created after the listing comes after every node that it counted.
  *
  * When the count falls below the lease count, the waiter holds the lock
  * without a listing: the common handoff, where the node watched was the
@@ -1777,7 +1818,7 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
         return;
     }
 
-    name = (u_char *) &lock->cache[lock->ncache] + e->name;
+    name = ngx_http_zk_lock_entry_name(lock, e);
     write = e->write;
     relist = 0;
     first = NULL;
