@@ -224,14 +224,15 @@ sub max { $_[0] > $_[1] ? $_[0] : $_[1] }
 
 # nginx under wrk: C clients over the fleet.  How the kernel spreads the
 # clients over each instance's workers changes the rate from one run to the
-# next: the median of --runs runs is kept.
+# next, and a single client's rate varies too: the median of --runs runs is
+# kept.
 sub gated {
     my ($name, $uri, $clients) = @_;
     my @spec = $clients == 1 ? ([$fleet[0], 1])
         : map { [$_, $clients / @fleet] } @fleet;
     my @runs;
 
-    for (1 .. ($clients > 1 ? $runs : 1)) {
+    for (1 .. $runs) {
         my %r = metered(sub { load($uri, @spec) });
         my @w = wait_log();
         if ($clients > 1) {
