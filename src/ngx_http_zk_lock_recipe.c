@@ -46,6 +46,7 @@ typedef struct {
     uint32_t                      seq;
     ngx_uint_t                    write;      /* a write lock's node */
     ngx_uint_t                    writes;     /* write nodes before it */
+    size_t                        len;
     u_char                       *name;
 } ngx_http_zk_lock_child_t;
 
@@ -1412,8 +1413,9 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
         for (i = 0; i < (ngx_int_t) n; i++) {
             children[i].name = (u_char *) strings->data[i];
+            children[i].len = ngx_strlen(children[i].name);
             children[i].seq = ngx_http_zk_lock_seq(children[i].name,
-                                              ngx_strlen(children[i].name));
+                                                   children[i].len);
 
             children[i].write = ngx_http_zk_lock_is_write(children[i].name);
         }
@@ -1548,7 +1550,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         span = ngx_max(span, leases_now);
         ngx_http_zk_lock_watch_self(node);
 
-        if (ngx_strlen(children[i - 1].name) < sizeof(node->pred)) {
+        if (children[i - 1].len < sizeof(node->pred)) {
             (void) ngx_cpystrn(node->pred, children[i - 1].name,
                                sizeof(node->pred));
         } else {
@@ -1653,7 +1655,7 @@ ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
     size = n * sizeof(ngx_http_zk_lock_entry_t);
 
     for (i = 0; i < n; i++) {
-        size += ngx_strlen(children[i].name) + 1;
+        size += children[i].len + 1;
     }
 
     cache = NULL;
@@ -1676,7 +1678,7 @@ ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
         cache[i].write = children[i].write;
         cache[i].gone = 0;
 
-        p = ngx_cpymem(p, children[i].name, ngx_strlen(children[i].name) + 1);
+        p = ngx_cpymem(p, children[i].name, children[i].len + 1);
     }
 
     if (lock->cache) {
@@ -2061,7 +2063,7 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
         return NGX_DECLINED;
     }
 
-    len = ngx_strlen(children[i].name);
+    len = children[i].len;
 
     if (len >= sizeof(node->name)) {
         return NGX_DECLINED;
