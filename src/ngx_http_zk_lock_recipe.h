@@ -13,6 +13,7 @@
 #include <ngx_event.h>
 
 #include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_counter.h"
 
 
 /*
@@ -31,7 +32,6 @@
 
 typedef struct ngx_http_zk_lock_s          ngx_http_zk_lock_t;
 typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
-typedef struct ngx_http_zk_lock_counter_s  ngx_http_zk_lock_counter_t;
 
 typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
 
@@ -137,22 +137,6 @@ struct ngx_http_zk_lock_s {
 };
 
 
-/*
- * A lease count kept in a znode (Curator's SharedCount: a 4-byte big-endian
- * integer; ASCII decimal too), read and watched by every worker.
- */
-
-struct ngx_http_zk_lock_counter_s {
-    ngx_queue_t                   queue;      /* in session->counters */
-    ngx_http_zk_lock_session_t   *session;
-    ngx_uint_t                    value;      /* 0: unknown, use the default */
-    unsigned                      reading:1;
-    u_char                        path[1];
-};
-
-
-ngx_http_zk_lock_counter_t *ngx_http_zk_lock_counter(
-    ngx_http_zk_lock_session_t *s, ngx_str_t *path);
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
@@ -167,6 +151,8 @@ void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s,
     int type, const char *path);
+void ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_counter_t *c);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */
