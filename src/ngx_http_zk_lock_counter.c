@@ -11,6 +11,8 @@
 #include "ngx_http_zk_lock_recipe.h"
 
 
+static ngx_http_zk_lock_counter_t *ngx_http_zk_lock_counter_find(
+    ngx_http_zk_lock_session_t *s, u_char *path, size_t len);
 static void ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_counter_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
@@ -22,20 +24,11 @@ static ngx_uint_t ngx_http_zk_lock_counter_parse(u_char *p, int len);
 ngx_http_zk_lock_counter_t *
 ngx_http_zk_lock_counter(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
 {
-    ngx_queue_t                 *q;
     ngx_http_zk_lock_counter_t  *c;
 
-    for (q = ngx_queue_head(&s->counters);
-         q != ngx_queue_sentinel(&s->counters);
-         q = ngx_queue_next(q))
-    {
-        c = ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue);
-
-        if (ngx_strncmp(c->path, path->data, path->len) == 0
-            && c->path[path->len] == '\0')
-        {
-            return c;
-        }
+    c = ngx_http_zk_lock_counter_find(s, path->data, path->len);
+    if (c) {
+        return c;
     }
 
     /* one per configured path, kept as long as the worker lives */
@@ -223,6 +216,23 @@ ngx_int_t
 ngx_http_zk_lock_counter_watch(ngx_http_zk_lock_session_t *s,
     const char *path)
 {
+    ngx_http_zk_lock_counter_t  *c;
+
+    c = ngx_http_zk_lock_counter_find(s, (u_char *) path, ngx_strlen(path));
+    if (c == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ngx_http_zk_lock_counter_read(c);
+
+    return NGX_OK;
+}
+
+
+static ngx_http_zk_lock_counter_t *
+ngx_http_zk_lock_counter_find(ngx_http_zk_lock_session_t *s, u_char *path,
+    size_t len)
+{
     ngx_queue_t                 *q;
     ngx_http_zk_lock_counter_t  *c;
 
@@ -232,13 +242,12 @@ ngx_http_zk_lock_counter_watch(ngx_http_zk_lock_session_t *s,
     {
         c = ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue);
 
-        if (ngx_strcmp(c->path, path) == 0) {
-            ngx_http_zk_lock_counter_read(c);
-            return NGX_OK;
+        if (ngx_strncmp(c->path, path, len) == 0 && c->path[len] == '\0') {
+            return c;
         }
     }
 
-    return NGX_DECLINED;
+    return NULL;
 }
 
 
