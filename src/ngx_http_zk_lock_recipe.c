@@ -133,10 +133,16 @@ static const char  *ngx_http_zk_lock_kind_name[] = {
 };
 
 
+#if (NGX_DEBUG)
+
+/* only the debug log names states */
+
 static const char  *ngx_http_zk_lock_state_name[] = {
     "parked", "creating", "lost", "waiting", "held", "failed",
     "deleting", "orphan"
 };
+
+#endif
 
 
 ngx_http_zk_lock_node_t *

@@ -11,7 +11,7 @@ use ZkLock::Test;
 
 require_prereqs(qw(nginx zookeeper kazoo module));
 
-my $nginx = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
+my $nginx = $ZkLock::Test::NGINX;
 my $so = module_path();
 
 for my $file (glob 'conf-examples/*.conf') {

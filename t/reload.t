@@ -44,7 +44,7 @@ use ZkLock::Test;
 require_prereqs(qw(nginx zookeeper kazoo module));
 
 my $T_START = time;
-my $NGINX = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';    # as the harness
+my $NGINX = $ZkLock::Test::NGINX;    # as the harness
 my $zk = zk_start();
 my $be = backend_start();
 

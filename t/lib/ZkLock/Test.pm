@@ -40,7 +40,9 @@ The start functions check their own needs too.
 =item module_path() -> $so
 
 Path of the module .so: $ENV{ZK_LOCK_MODULE} or built once per process by
-t/lib/build.sh (BAIL_OUT with the build errors on failure).
+t/lib/build.sh (BAIL_OUT with the build errors on failure). An empty
+ZK_LOCK_MODULE (set, but empty) means the nginx binary has the module built
+in (--add-module): module_path() returns '' and no load_module is written.
 
 =item zk_start(%opt) -> $zk
 
@@ -72,7 +74,8 @@ pid, stats($key) -> {inflight, max, count, order => [...]}, stats() ->
 
 Writes <prefix>/nginx.conf (load_module unless no_module => 1, daemon off,
 master_process on, logs and *_temp_path inside the prefix) and starts
-/usr/sbin/nginx (or $ENV{TEST_NGINX_BINARY}) in the foreground. Placeholders
+/usr/sbin/nginx (or $ENV{ZK_LOCK_NGINX}, or $ENV{TEST_NGINX_BINARY}) in the
+foreground. Placeholders
 in $http_body and opt main_conf: %%ZK%% (opt zk: hosts string or $zk),
 %%BACKEND%% (opt backend: $be, a port or "host:port"), %%PORT%% (a free
 port, or opt port), %%PREFIX%%. Waits (opt timeout, 10 s) until the port
@@ -185,7 +188,8 @@ our @EXPORT = qw(
 # t/lib, computed from this file so the checkout can live anywhere.
 our $LIB_DIR = File::Spec->rel2abs(dirname(dirname(__FILE__)));
 our $PYTHON  = '/usr/bin/python3';    # the one with kazoo, not pyenv's
-our $NGINX   = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
+our $NGINX   = $ENV{ZK_LOCK_NGINX} || $ENV{TEST_NGINX_BINARY}
+    || '/usr/sbin/nginx';
 our $ZK_JAR  = '/usr/share/java/zookeeper.jar';
 our $SLF4J_SIMPLE = '/usr/share/java/slf4j-simple.jar';    # log binding
 our $KEEP    = $ENV{ZK_TEST_KEEP} ? 1 : 0;
@@ -487,6 +491,9 @@ sub _ci { return ($ENV{CI} // '') =~ /^(1|true|yes)$/i }
 my $MODULE;
 sub module_path {
     return $MODULE if defined $MODULE;
+    # set but empty: the binary was built with --add-module
+    return $MODULE = '' if defined $ENV{ZK_LOCK_MODULE}
+        && $ENV{ZK_LOCK_MODULE} eq '';
     if (my $so = $ENV{ZK_LOCK_MODULE}) {
         Test::More::BAIL_OUT("ZK_LOCK_MODULE=$so: no such file") unless -f $so;
         return $MODULE = File::Spec->rel2abs($so);
@@ -1269,8 +1276,8 @@ sub _write_conf {
     my ($self) = @_;
     my $o = $self->{opt};
     my $p = $self->{prefix};
-    my $load = $o->{no_module}
-        ? '' : 'load_module ' . ZkLock::Test::module_path() . ";\n";
+    my $so = $o->{no_module} ? '' : ZkLock::Test::module_path();
+    my $load = $so eq '' ? '' : "load_module $so;\n";
     # As root, workers would run as nobody and could not write the temp
     # dirs inside our 0700 prefix.
     my $user = $> == 0 ? "user root;\n" : '';
