@@ -1,0 +1,113 @@
+#!/bin/sh
+# Builds the module in every configuration its users build it in, each with
+# nginx's own default flags (-Werror included), and fails on any compiler
+# warning, not only on errors:
+#
+#   debian-dynamic-debug   Debian's 1.22 tree, --with-compat --with-debug
+#   debian-dynamic         Debian's 1.22 tree, --with-compat
+#   stable-dynamic         nginx 1.30 (shared/nginx-src), --with-compat
+#   stable-static          nginx 1.30, --add-module
+#   mainline-dynamic       nginx 1.31, --with-compat
+#   mainline-static        nginx 1.31, --add-module
+#   mainline-static-h3     nginx 1.31, --add-module, HTTP/2, HTTP/3, SSL
+#
+# Usage: t/lib/matrix.sh [name ...]     (default: all of them)
+# MATRIX_DIR overrides t/build/matrix; NGINX_SRC_DIR the directory with the
+# nginx-<version>.tar.gz tarballs (default: ../shared/nginx-src beside the
+# checkout).  Each build is in MATRIX_DIR/<name>/; the binaries the static
+# builds make are MATRIX_DIR/<name>/nginx/objs/nginx.  Prints one line per
+# build, then "N passed, N failed".
+set -u
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=${MATRIX_DIR:-$top/t/build/matrix}
+tarballs=${NGINX_SRC_DIR:-$top/../shared/nginx-src}
+debian=/usr/share/nginx/src
+stable=1.30.4
+mainline=1.31.4
+jobs=$(nproc 2>/dev/null || echo 2)
+
+all="debian-dynamic-debug debian-dynamic stable-dynamic stable-static
+     mainline-dynamic mainline-static mainline-static-h3"
+
+# name -> "source configure-arguments"
+spec() {
+    case $1 in
+    debian-dynamic-debug) echo "debian --with-compat --with-debug" ;;
+    debian-dynamic)       echo "debian --with-compat" ;;
+    stable-dynamic)       echo "$stable --with-compat" ;;
+    stable-static)        echo "$stable" ;;
+    mainline-dynamic)     echo "$mainline --with-compat" ;;
+    mainline-static)      echo "$mainline" ;;
+    mainline-static-h3)   echo "$mainline --with-http_v2_module" \
+                               "--with-http_v3_module --with-http_ssl_module" ;;
+    *)                    return 1 ;;
+    esac
+}
+
+# Unpacks (or copies) the nginx tree of $1 into $2/nginx; prints the
+# configure command to run there.
+tree() {
+    rm -rf "$2/nginx"
+    if [ "$1" = debian ]; then
+        [ -f "$debian/configure" ] \
+            || { echo "$debian not found (apt-get install nginx-dev)"; return 1; }
+        cp -a "$debian" "$2/nginx" && echo ./configure
+        return
+    fi
+    [ -f "$tarballs/nginx-$1.tar.gz" ] \
+        || { echo "$tarballs/nginx-$1.tar.gz not found"; return 1; }
+    tar xzf "$tarballs/nginx-$1.tar.gz" -C "$2" \
+        && mv "$2/nginx-$1" "$2/nginx" && echo auto/configure
+}
+
+build() {
+    name=$1
+    set -- $(spec "$name") || { echo "$name: unknown build" >&2; return 1; }
+    src=$1; shift
+    dir=$out/$name
+    mkdir -p "$dir"
+    configure=$(tree "$src" "$dir") || { echo "$configure"; return 1; }
+
+    case " $* " in
+    *" --with-compat "*) add=--add-dynamic-module target=modules ;;
+    *)                   add=--add-module target= ;;
+    esac
+
+    (cd "$dir/nginx" && $configure "$@" "$add=$top") > "$dir/configure.log" \
+        2>&1 || { tail -5 "$dir/configure.log"; return 1; }
+    grep -q -- '-Werror' "$dir/nginx/objs/Makefile" \
+        || { echo "nginx's Makefile has no -Werror"; return 1; }
+
+    (cd "$dir/nginx" && make -j"$jobs" -f objs/Makefile $target) \
+        > "$dir/make.log" 2>&1 \
+        || { grep -E 'error|warning' "$dir/make.log" | head -20; return 1; }
+
+    # -Werror stops at the first warning; this also catches those that
+    # nginx's flags do not make fatal
+    if grep -E 'warning:' "$dir/make.log" | head -20 | grep .; then
+        return 1
+    fi
+    return 0
+}
+
+names=${*:-$all}
+passed=0 failed=0
+
+for name in $names; do
+    start=$(date +%s)
+    msg=$(build "$name" 2>&1)
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok   $name (${secs}s, 0 warnings)"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $name (${secs}s)"
+        echo "$msg" | sed 's/^/     /'
+    fi
+done
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
