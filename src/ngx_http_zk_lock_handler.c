@@ -100,6 +100,8 @@ static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
 static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_suspend(ngx_http_request_t *r);
+static void ngx_http_zk_lock_test_writing(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_client_gone(ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_full(ngx_http_request_t *r,
     ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_reject(ngx_http_request_t *r,
@@ -180,6 +182,10 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
             }
 
             return ngx_http_zk_lock_block(r, ctx);
+        }
+
+        if (ngx_http_zk_lock_client_gone(r)) {
+            return NGX_HTTP_CLIENT_CLOSED_REQUEST;
         }
 
         if (ctx->status && ctx->request == r) {
@@ -715,7 +721,7 @@ static void
 ngx_http_zk_lock_suspend(ngx_http_request_t *r)
 {
     r->read_event_handler = ngx_http_test_reading;
-    r->write_event_handler = ngx_http_request_empty_handler;
+    r->write_event_handler = ngx_http_zk_lock_test_writing;
 
     /*
      * An end of stream that came with the request itself has been
@@ -726,6 +732,45 @@ ngx_http_zk_lock_suspend(ngx_http_request_t *r)
     if (r->connection->read->ready) {
         ngx_post_event(r->connection->read, &ngx_posted_events);
     }
+}
+
+
+/*
+ * An HTTP/3 client that cancels a stream with STOP_SENDING only has the
+ * stream's write event posted, with an error: ngx_http_test_reading looks
+ * at the read event alone, and the request would keep its place in the
+ * queue until its timeout
+ */
+
+static void
+ngx_http_zk_lock_test_writing(ngx_http_request_t *r)
+{
+    if (!ngx_http_zk_lock_client_gone(r)) {
+        return;
+    }
+
+    r->connection->error = 1;
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "client prematurely closed stream while waiting for a lock");
+
+    ngx_http_finalize_request(r, NGX_HTTP_CLIENT_CLOSED_REQUEST);
+}
+
+
+/*
+ * Also checked when a request resumes: an event that came while the
+ * request was being resumed went to the handlers that run the phases
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_client_gone(ngx_http_request_t *r)
+{
+    ngx_connection_t  *c;
+
+    c = r->connection;
+
+    return c->error || c->read->error || c->write->error;
 }
 
 
@@ -815,6 +860,9 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         }
 
         h->hash = 1;
+#if (nginx_version >= 1023000)
+        h->next = NULL;     /* same-name headers are linked since 1.23 */
+#endif
         ngx_str_set(&h->key, "Retry-After");
         h->value.len = ngx_sprintf(h->value.data, "%T", ngx_max(sec, 1))
                        - h->value.data;

@@ -122,21 +122,21 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NULL },
 
     { ngx_string("zk_mutex"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE123,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_zk_lock,
       NGX_HTTP_LOC_CONF_OFFSET,
       NGX_HTTP_ZK_LOCK_MUTEX,
       NULL },
 
     { ngx_string("zk_semaphore"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_2MORE,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_zk_lock,
       NGX_HTTP_LOC_CONF_OFFSET,
       NGX_HTTP_ZK_LOCK_SEMAPHORE,
       NULL },
 
     { ngx_string("zk_rwlock"),
-      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE23,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_zk_lock,
       NGX_HTTP_LOC_CONF_OFFSET,
       NGX_HTTP_ZK_LOCK_RWLOCK_READ,
@@ -509,7 +509,19 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     i = 2;
 
+    /*
+     * Parameters are counted here, not by the directive's flags, so that
+     * a missing one is named rather than "invalid number of arguments"
+     */
+
     if (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
+
+        if (cf->args->nelts < 3) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" must have \"read\" or \"write\" "
+                               "after the path", &cmd->name);
+            return NGX_CONF_ERROR;
+        }
 
         if (ngx_strcmp(value[2].data, "write") == 0) {
             spec->type = NGX_HTTP_ZK_LOCK_RWLOCK_WRITE;

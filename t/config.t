@@ -69,7 +69,7 @@ my @bad = (
       qr/"zk_semaphore" must have "leases" parameter/ ],
     [ 'zk_semaphore with the path only',
       "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s;'),
-      qr/invalid number of arguments in "zk_semaphore" directive/ ],
+      qr/"zk_semaphore" must have "leases" parameter/ ],
     [ 'leases=0',
       "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=0;'),
       qr/invalid number of leases "leases=0"/ ],
@@ -102,7 +102,7 @@ my @bad = (
       qr/invalid parameter "protocol=v2"/ ],
     [ 'zk_rwlock without a mode',
       "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /a;'),
-      qr/invalid number of arguments in "zk_rwlock" directive/ ],
+      qr/"zk_rwlock" must have "read" or "write" after the path/ ],
     [ 'zk_rwlock with a bad mode',
       "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /a both;'),
       qr/"zk_rwlock" must be "read" or "write", not "both"/ ],
@@ -183,7 +183,7 @@ EOF
     [ 'zk_mutex with too many arguments',
       "zk_hosts $NO_ZK;\n"
           . server_with('zk_mutex /a timeout=1s reentrant=off extra;'),
-      qr/invalid number of arguments in "zk_mutex" directive/ ],
+      qr/invalid parameter "extra"/ ],
     [ 'zk_mutex without arguments',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex;'),
       qr/invalid number of arguments in "zk_mutex" directive/ ],
@@ -320,6 +320,15 @@ my @good = (
       "zk_hosts $NO_ZK;\n"
           . server_with("zk_semaphore /v2 leases=3 protocol=v2 timeout=1s;\n"
               . "zk_mutex /nr reentrant=off;\nzk_mutex /r reentrant=on;") ],
+    [ 'every parameter of each lock directive, as the README writes them',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_mutex /fm timeout=1s max_waiting=5 reentrant=off;\n"
+              . "zk_semaphore /fs leases=3 timeout=1s max_waiting=5 "
+              . "protocol=v2;\n"
+              . "zk_semaphore /fz leases=zk:/c/n leases_default=2 timeout=1s "
+              . "max_waiting=5 protocol=v1;\n"
+              . "zk_rwlock /fr read timeout=1s max_waiting=5;\n"
+              . "zk_rwlock /fw write timeout=1s max_waiting=5;") ],
     [ 'no module directive at all', server_with('') ],
     [ 'status bounds 400 and 599',
       "zk_hosts $NO_ZK;\nzk_lock_status 400;\n"
