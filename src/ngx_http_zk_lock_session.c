@@ -7,6 +7,7 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_event.h>
+#include <poll.h>
 
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_recipe.h"
@@ -25,6 +26,9 @@
 #define NGX_HTTP_ZK_LOCK_BACKOFF_MIN  100
 #define NGX_HTTP_ZK_LOCK_BACKOFF_MAX  2000
 
+/* how long an exiting worker waits for the answers to its last requests */
+#define NGX_HTTP_ZK_LOCK_DRAIN  1000
+
 /* the client's repeated log lines: how many told apart, for how long */
 #define NGX_HTTP_ZK_LOCK_ZLOG_SEEN   4
 #define NGX_HTTP_ZK_LOCK_ZLOG_QUIET  10
@@ -33,6 +37,9 @@
 static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_drained(int rc, const struct Stat *stat,
+    const void *data);
 static void ngx_http_zk_lock_session_auth_done(int rc, const void *data);
 static ngx_msec_t ngx_http_zk_lock_session_backoff(
     ngx_http_zk_lock_session_t *s);
@@ -157,7 +164,15 @@ ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
     s->exiting = 1;
 
     if (s->conn) {
+        if (s->corked) {
+            ngx_http_zk_lock_session_uncork(s);
+        }
+
         ngx_http_zk_lock_session_unwrap(s);
+    }
+
+    if (s->zh && zoo_state(s->zh) == ZOO_CONNECTED_STATE) {
+        ngx_http_zk_lock_session_drain(s);
     }
 
     if (s->zh) {
@@ -178,6 +193,95 @@ ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
     }
 
     ngx_http_zk_lock_recipe_free(s);
+}
+
+
+/*
+ * zookeeper_close() sends the closeSession, reads one reply and closes the
+ * socket: replies still unread make the kernel reset the connection, and
+ * ZooKeeper then drops what it has not answered yet, the last deletes and
+ * the closeSession itself, so that the worker's nodes stay until its
+ * session expires.  An exists() sent last is answered last (a session's
+ * requests are answered in order): once it is, nothing is left in flight
+ * but the closeSession.  The completions of an exiting worker make no new
+ * requests.  This blocks, as zookeeper_close() itself does, only at exit.
+ */
+
+static void
+ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s)
+{
+    int             fd, interest, rc, events, n;
+    ngx_msec_t      start, left, wait;
+    struct pollfd   pfd;
+    struct timeval  tv;
+
+    s->drained = 0;
+
+    if (zoo_aexists(s->zh, "/", 0, ngx_http_zk_lock_session_drained, s)
+        != ZOK)
+    {
+        return;
+    }
+
+    ngx_time_update();
+    start = ngx_current_msec;
+
+    while (!s->drained) {
+
+        ngx_time_update();
+        left = NGX_HTTP_ZK_LOCK_DRAIN - (ngx_current_msec - start);
+
+        if ((ngx_msec_int_t) left <= 0) {
+            ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                          "zookeeper requests still unanswered at exit");
+            return;
+        }
+
+        rc = zookeeper_interest(s->zh, &fd, &interest, &tv);
+
+        if (rc != ZOK || fd == -1) {
+            return;
+        }
+
+        wait = (ngx_msec_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
+
+        pfd.fd = fd;
+        pfd.events = ((interest & ZOOKEEPER_READ) ? POLLIN : 0)
+                     | ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0);
+        pfd.revents = 0;
+
+        n = poll(&pfd, 1, (int) ngx_min(left, wait));
+
+        if (n == -1 && ngx_errno != NGX_EINTR) {
+            return;
+        }
+
+        events = 0;
+
+        if (pfd.revents & (POLLIN|POLLERR|POLLHUP)) {
+            events |= ZOOKEEPER_READ;
+        }
+
+        if (pfd.revents & POLLOUT) {
+            events |= ZOOKEEPER_WRITE;
+        }
+
+        rc = ngx_http_zk_lock_session_process(s, events);
+
+        if (rc != ZOK && rc != ZNOTHING) {
+            return;
+        }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_session_drained(int rc, const struct Stat *stat,
+    const void *data)
+{
+    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+
+    s->drained = 1;
 }
 
 

@@ -69,6 +69,7 @@ struct ngx_http_zk_lock_session_s {
     unsigned                      exiting:1;
     unsigned                      verified:1; /* conn checked, connected */
     unsigned                      corked:1;   /* requests are being batched */
+    unsigned                      drained:1;  /* all answered, at exit */
 };
 
 
