@@ -67,6 +67,8 @@ typedef struct {
     ngx_http_request_t           *main;
     ngx_http_request_t           *request;    /* the one that waits */
     ngx_array_t                  *blocked;    /* others of the same client */
+    ngx_array_t                  *refused;    /* blocked by a failed wait */
+    ngx_int_t                     refused_status;
     ngx_event_t                   timer;
     ngx_msec_t                    started;
     ngx_int_t                     status;     /* answer to the waiter */
@@ -97,6 +99,9 @@ static ngx_http_zk_lock_node_t *ngx_http_zk_lock_step(ngx_http_request_t *r,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, char *suffix);
 static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
     ngx_str_t *info);
+static size_t ngx_http_zk_lock_utf8_cut(u_char *text, size_t len);
+static ngx_int_t ngx_http_zk_lock_refused(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx);
 static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_suspend(ngx_http_request_t *r);
@@ -107,6 +112,8 @@ static ngx_int_t ngx_http_zk_lock_full(ngx_http_request_t *r,
 static ngx_int_t ngx_http_zk_lock_reject(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node);
+static ngx_msec_t ngx_http_zk_lock_spec_timeout(
+    ngx_http_zk_lock_loc_conf_t *llcf, ngx_http_zk_lock_spec_t *spec);
 static void ngx_http_zk_lock_timeout_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
     int error);
@@ -175,6 +182,13 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     ctx = ngx_http_zk_lock_get_ctx(r);
 
     if (ctx) {
+        if (ctx->refused) {
+            rc = ngx_http_zk_lock_refused(r, ctx);
+            if (rc != NGX_DECLINED) {
+                return rc;
+            }
+        }
+
         if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
 
             if (ctx->request == r) {
@@ -239,6 +253,9 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
                               &want[i].path);
                 return NGX_HTTP_INTERNAL_SERVER_ERROR;
 
+            case NGX_ABORT:
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+
             default:
                 break;
             }
@@ -273,8 +290,10 @@ ngx_http_zk_lock_hold_cmp(const void *one, const void *two)
 
     rc = ngx_memn2cmp(a->path.data, b->path.data, a->path.len, b->path.len);
 
+    /* on one path the write lock first: the read lock is then a re-entry */
+
     if (rc == 0) {
-        rc = (ngx_int_t) a->spec->type - (ngx_int_t) b->spec->type;
+        rc = (ngx_int_t) b->spec->type - (ngx_int_t) a->spec->type;
     }
 
     return rc;
@@ -389,6 +408,7 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
     len = 0;
 
     for (i = 0; i < n; i++) {
@@ -398,7 +418,8 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
         }
 
         if (cv[i].lengths) {
-            err = ngx_http_zk_lock_check_segment(&v[i], i == 0);
+            err = ngx_http_zk_lock_check_segment(&v[i],
+                                                 i == 0 && !lmcf->chroot.len);
 
             if (err) {
                 ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
@@ -411,8 +432,6 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
 
         len += 1 + v[i].len;
     }
-
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
     if (len > lmcf->max_path) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
@@ -440,10 +459,14 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
 
 
 /*
- * Re-entry is by path and kind of lock; the owner of a write lock has the
- * read lock on the same path as well.  A lock taken with reentrant=off
- * cannot be taken again (Curator's InterProcessSemaphoreMutex would wait
- * for itself): NGX_BUSY.
+ * Re-entry is by path and recipe: the same kind of node, protocol and
+ * number of leases; the owner of a write lock has the read lock on the same
+ * path as well.  A lock taken with reentrant=off cannot be taken again
+ * (Curator's InterProcessSemaphoreMutex would wait for itself): NGX_BUSY.
+ * Another recipe on the nodes of a lock the request holds (a mutex where
+ * it holds a semaphore, the write lock where it holds the read lock) would
+ * wait behind the request's own node until its timeout: NGX_ABORT.  The
+ * v2 protocol's nodes are below the path, apart from v1's: another lock.
  */
 
 static ngx_int_t
@@ -453,25 +476,44 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
     ngx_uint_t                i;
     ngx_http_zk_lock_kind_e   a, b;
     ngx_http_zk_lock_hold_t  *hold;
+    ngx_http_zk_lock_spec_t  *have;
 
     hold = ctx->holds.elts;
     b = ngx_http_zk_lock_kind(want->spec);
 
     for (i = 0; i < ctx->holds.nelts; i++) {
+        have = hold[i].spec;
+
         if (hold[i].path.len != want->path.len
             || ngx_strncmp(hold[i].path.data, want->path.data,
                            want->path.len)
-               != 0)
+               != 0
+            || have->v2 != want->spec->v2)
         {
             continue;
         }
 
-        a = ngx_http_zk_lock_kind(hold[i].spec);
+        if (hold[i].node == NULL && hold[i].mutex == NULL) {
+            /* lost with its session: no longer held, taken anew */
+            continue;
+        }
 
-        if (a != b
+        a = ngx_http_zk_lock_kind(have);
+
+        if (!(a == b && have->leases == want->spec->leases
+              && have->counter.len == want->spec->counter.len
+              && ngx_strncmp(have->counter.data, want->spec->counter.data,
+                             have->counter.len)
+                 == 0)
             && !(a == NGX_HTTP_ZK_LOCK_WRITE && b == NGX_HTTP_ZK_LOCK_READ))
         {
-            continue;
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "%s \"%V\" is another lock on the nodes of %s "
+                          "\"%V\", which this request holds",
+                          ngx_http_zk_lock_type_name[want->spec->type],
+                          &want->path, ngx_http_zk_lock_type_name[have->type],
+                          &hold[i].path);
+            return NGX_ABORT;
         }
 
         if (!want->spec->reentrant
@@ -583,8 +625,18 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
                    ngx_http_zk_lock_type_name[spec->type], &hold->path,
                    spec->leases);
 
-    timeout = (spec->timeout != NGX_CONF_UNSET_MSEC) ? spec->timeout
-                                                     : llcf->timeout;
+    timeout = ngx_http_zk_lock_spec_timeout(llcf, spec);
+
+    if (timeout == 0) {
+
+        /*
+         * a try: answered by the first listing that shows its node (see
+         * ngx_http_zk_lock_try()), and bounded by the session's timeout
+         * in case ZooKeeper never answers
+         */
+
+        timeout = lmcf->session->connected ? lmcf->session_timeout : 0;
+    }
 
     ctx->waiting = ctx->holds.nelts - 1;
     ctx->request = r;
@@ -612,7 +664,9 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 {
     size_t                         len;
     ngx_str_t                      info, path;
+    ngx_http_zk_lock_node_t       *node;
     ngx_http_zk_lock_counter_t    *counter;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
@@ -648,9 +702,35 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         }
     }
 
-    return ngx_http_zk_lock_acquire(lmcf->session, &path, kind, leases,
+    node = ngx_http_zk_lock_acquire(lmcf->session, &path, kind, leases,
                                     counter, &info, ngx_http_zk_lock_notify,
                                     ctx, r->connection->log);
+
+    if (node == NULL) {
+        return NULL;
+    }
+
+    if (hold->spec->transient) {
+        ngx_http_zk_lock_transient(node,
+                                   hold->spec->transient + (suffix != NULL));
+    }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+    if (ngx_http_zk_lock_spec_timeout(llcf, hold->spec) == 0) {
+        ngx_http_zk_lock_try(node);
+    }
+
+    return node;
+}
+
+
+static ngx_msec_t
+ngx_http_zk_lock_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
+    ngx_http_zk_lock_spec_t *spec)
+{
+    return (spec->timeout != NGX_CONF_UNSET_MSEC) ? spec->timeout
+                                                  : llcf->timeout;
 }
 
 
@@ -662,7 +742,8 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 static ngx_int_t
 ngx_http_zk_lock_info(ngx_http_request_t *r, ngx_str_t *info)
 {
-    u_char  *p, *last;
+    u_char     *p, *q, *last;
+    ngx_str_t   uri;
 
     p = ngx_pnalloc(r->pool, NGX_HTTP_ZK_LOCK_INFO_LEN);
     if (p == NULL) {
@@ -675,12 +756,52 @@ ngx_http_zk_lock_info(ngx_http_request_t *r, ngx_str_t *info)
     p = ngx_slprintf(p, last, "%V pid %P since %V ", &ngx_cycle->hostname,
                      ngx_pid, &ngx_cached_http_log_iso8601);
 
-    p = ngx_slprintf(p, last, "%V %V", &r->main->method_name,
-                     &r->main->unparsed_uri);
+    /*
+     * The path without the arguments: anybody who may read the lock's
+     * nodes (the default ACL: anyone) would read tokens and passwords
+     */
+
+    uri = r->main->unparsed_uri;
+
+    q = ngx_strlchr(uri.data, uri.data + uri.len, '?');
+    if (q) {
+        uri.len = q - uri.data;
+    }
+
+    p = ngx_slprintf(p, last, "%V %V", &r->main->method_name, &uri);
 
     info->len = p - info->data;
 
+    if (p == last) {
+        info->len = ngx_http_zk_lock_utf8_cut(info->data, info->len);
+    }
+
     return NGX_OK;
+}
+
+
+/* a text cut at a byte count: the last character, if cut in half, goes */
+
+static size_t
+ngx_http_zk_lock_utf8_cut(u_char *text, size_t len)
+{
+    size_t  i, n;
+
+    for (i = len; i > 0 && len - i < 4; i--) {
+        if ((text[i - 1] & 0xc0) != 0x80) {
+            break;
+        }
+    }
+
+    if (i == 0 || text[i - 1] < 0x80) {
+        return len;
+    }
+
+    /* a lead byte at i - 1: the length its bits announce */
+
+    n = (text[i - 1] >= 0xf0) ? 4 : (text[i - 1] >= 0xe0) ? 3 : 2;
+
+    return (len - (i - 1) < n) ? i - 1 : len;
 }
 
 
@@ -712,6 +833,31 @@ ngx_http_zk_lock_block(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
     ngx_http_zk_lock_suspend(r);
 
     return NGX_AGAIN;
+}
+
+
+/*
+ * The wait that blocked it failed: it gets the same answer rather than a
+ * wait of its own, or N parallel SSI includes of a taken lock would take
+ * N timeouts
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_refused(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
+{
+    ngx_uint_t            i;
+    ngx_http_request_t  **rp;
+
+    rp = ctx->refused->elts;
+
+    for (i = 0; i < ctx->refused->nelts; i++) {
+        if (rp[i] == r) {
+            rp[i] = rp[--ctx->refused->nelts];
+            return ctx->refused_status;
+        }
+    }
+
+    return NGX_DECLINED;
 }
 
 
@@ -790,7 +936,14 @@ ngx_http_zk_lock_full(ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
-    if (lmcf->max_waiting && ngx_http_zk_lock_nwaiting >= lmcf->max_waiting) {
+    /*
+     * By default as many as the worker has connections: a waiter is a
+     * request, and one HTTP/2 connection carries up to 128 of them
+     */
+
+    n = lmcf->max_waiting ? lmcf->max_waiting : ngx_cycle->connection_n;
+
+    if (ngx_http_zk_lock_nwaiting >= n) {
         return 1;
     }
 
@@ -851,8 +1004,7 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
         /* a waiter's time: by then the queue has moved */
 
-        sec = (want->spec->timeout != NGX_CONF_UNSET_MSEC
-               ? want->spec->timeout : llcf->timeout) / 1000;
+        sec = ngx_http_zk_lock_spec_timeout(llcf, want->spec) / 1000;
 
         h->value.data = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
         if (h->value.data == NULL) {
@@ -988,6 +1140,10 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
     hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
+    if (rc == NGX_ERROR && error == NGX_HTTP_ZK_LOCK_BUSY) {
+        rc = NGX_DECLINED;      /* a try that found the lock taken */
+    }
+
     if (ctx->timer.timer_set) {
         ngx_del_timer(&ctx->timer);
     }
@@ -1100,6 +1256,7 @@ static void
 ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx)
 {
     ngx_uint_t           i;
+    ngx_array_t         *tmp;
     ngx_connection_t    *c;
     ngx_http_request_t  *r, **blocked;
 
@@ -1111,7 +1268,7 @@ ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx)
 
     (void) ngx_http_post_request(r, NULL);
 
-    if (ctx->blocked) {
+    if (ctx->blocked && ctx->blocked->nelts) {
         blocked = ctx->blocked->elts;
 
         for (i = 0; i < ctx->blocked->nelts; i++) {
@@ -1120,7 +1277,16 @@ ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx)
             (void) ngx_http_post_request(blocked[i], NULL);
         }
 
-        ctx->blocked->nelts = 0;
+        if (ctx->status && ctx->status != NGX_DECLINED) {
+            tmp = ctx->refused;
+            ctx->refused = ctx->blocked;
+            ctx->refused_status = ctx->status;
+            ctx->blocked = tmp;
+        }
+
+        if (ctx->blocked) {
+            ctx->blocked->nelts = 0;
+        }
     }
 
     ngx_http_run_posted_requests(c);

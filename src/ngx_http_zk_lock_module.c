@@ -29,6 +29,14 @@ static ngx_int_t ngx_http_zk_lock_check_hosts(ngx_conf_t *cf,
     ngx_str_t *value, u_char *last);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
+    ngx_http_zk_lock_spec_t *spec);
+static ngx_uint_t ngx_http_zk_lock_duplicate(ngx_str_t *value,
+    ngx_uint_t first, ngx_uint_t i);
+static char *ngx_http_zk_lock_register(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec);
+static char *ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
+    ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static uint32_t ngx_http_zk_lock_utf8(u_char **pp, u_char *last);
@@ -44,6 +52,18 @@ static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 #define NGX_HTTP_ZK_LOCK_BAD_UTF8  0xffffffff
 
 
+/* the recipe of a literal lock path, and where it was first configured */
+typedef struct {
+    ngx_str_t                     name;
+    ngx_str_t                     counter;
+    ngx_uint_t                    leases;
+    ngx_str_t                     file;
+    ngx_uint_t                    line;
+    unsigned                      rw:1;
+    unsigned                      v2:1;
+} ngx_http_zk_lock_literal_t;
+
+
 static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
     ngx_conf_check_num_bounds, 400, 599
 };
@@ -51,6 +71,11 @@ static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
 
 static ngx_conf_num_bounds_t  ngx_http_zk_lock_max_path_bounds = {
     ngx_conf_check_num_bounds, 2, NGX_HTTP_ZK_LOCK_MAX_PATH
+};
+
+
+static ngx_conf_num_bounds_t  ngx_http_zk_lock_max_waiting_bounds = {
+    ngx_conf_check_num_bounds, 1, -1
 };
 
 
@@ -119,7 +144,7 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       ngx_conf_set_num_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_zk_lock_main_conf_t, max_waiting),
-      NULL },
+      &ngx_http_zk_lock_max_waiting_bounds },
 
     { ngx_string("zk_mutex"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
@@ -237,6 +262,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
      *     lmcf->session = NULL;
      *     lmcf->used = { 0, NULL };
      *     lmcf->counters = NULL;
+     *     lmcf->literals = NULL;
      */
 
     lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
@@ -252,9 +278,33 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_http_zk_lock_main_conf_t *lmcf = conf;
 
+    ngx_uint_t                  i;
+    ngx_http_zk_lock_metric_t  *metric;
+
     ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
     ngx_conf_init_size_value(lmcf->max_path, 1024);
+
+    /* "/zookeeper" is the server's own, unless below a chroot */
+
+    if (lmcf->metrics == NULL || lmcf->chroot.len) {
+        return NGX_CONF_OK;
+    }
+
+    metric = lmcf->metrics->elts;
+
+    for (i = 0; i < lmcf->metrics->nelts; i++) {
+        if (metric[i].name.len >= 10
+            && ngx_strncmp(metric[i].name.data, "/zookeeper", 10) == 0
+            && (metric[i].name.len == 10 || metric[i].name.data[10] == '/'))
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid lock path \"%V\": segment 1 is "
+                               "reserved by ZooKeeper (a chroot in "
+                               "\"zk_hosts\" allows it)", &metric[i].name);
+            return NGX_CONF_ERROR;
+        }
+    }
 
     return NGX_CONF_OK;
 }
@@ -472,11 +522,8 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_zk_lock_loc_conf_t *llcf = conf;
 
-    ngx_int_t                      n;
-    ngx_str_t                     *value, *path, s;
-    ngx_uint_t                     i, j;
+    ngx_str_t                     *value;
     ngx_http_zk_lock_spec_t       *spec;
-    ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     value = cf->args->elts;
@@ -499,6 +546,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
     spec->timeout = NGX_CONF_UNSET_MSEC;
     spec->max_waiting = 0;
+    spec->transient = 0;
     spec->v2 = 0;
     spec->reentrant = 1;
     ngx_str_null(&spec->counter);
@@ -507,12 +555,36 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    i = 2;
+    if (ngx_http_zk_lock_params(cf, cmd, spec) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
 
-    /*
-     * Parameters are counted here, not by the directive's flags, so that
-     * a missing one is named rather than "invalid number of arguments"
-     */
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+
+    if (lmcf->used.data == NULL) {
+        lmcf->used = cmd->name;
+    }
+
+    return ngx_http_zk_lock_register(cf, spec);
+}
+
+
+/*
+ * Parameters are counted here, not by the directive's flags, so that a
+ * missing one is named rather than "invalid number of arguments".
+ */
+
+static char *
+ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
+    ngx_http_zk_lock_spec_t *spec)
+{
+    ngx_int_t    n;
+    ngx_str_t   *value, s;
+    ngx_uint_t   i, j, first, dflt;
+
+    value = cf->args->elts;
+    first = 2;
+    dflt = 0;
 
     if (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
 
@@ -533,10 +605,21 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         }
 
-        i = 3;
+        first = 3;
     }
 
-    for ( /* void */ ; i < cf->args->nelts; i++) {
+    for (i = first; i < cf->args->nelts; i++) {
+
+        /* "leases=3 leases=zk:/c": which one would count is a guess */
+
+        if (ngx_http_zk_lock_duplicate(value, first, i)) {
+            s.data = value[i].data;
+            s.len = ngx_strlchr(s.data, s.data + value[i].len, '=') - s.data;
+
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" parameter is duplicate", &s);
+            return NGX_CONF_ERROR;
+        }
 
         if (ngx_strncmp(value[i].data, "timeout=", 8) == 0) {
 
@@ -614,6 +697,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                 || ngx_strncmp(value[i].data, "leases_default=", 15) == 0))
         {
             j = (value[i].data[6] == '=') ? 7 : 15;
+            dflt |= (j == 15);
 
             n = ngx_atoi(value[i].data + j, value[i].len - j);
             if (n == NGX_ERROR || n < 1) {
@@ -632,6 +716,13 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (dflt && spec->counter.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"leases_default\" is only for a count read "
+                           "with \"leases=zk:\"");
+        return NGX_CONF_ERROR;
+    }
+
     if (spec->leases == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            spec->counter.len
@@ -642,10 +733,49 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    return NGX_CONF_OK;
+}
+
+
+/* a parameter of the same name ("leases" for "leases=zk:" too) before i */
+
+static ngx_uint_t
+ngx_http_zk_lock_duplicate(ngx_str_t *value, ngx_uint_t first, ngx_uint_t i)
+{
+    u_char      *eq;
+    size_t       len;
+    ngx_uint_t   k;
+
+    eq = ngx_strlchr(value[i].data, value[i].data + value[i].len, '=');
+    if (eq == NULL) {
+        return 0;
+    }
+
+    len = eq - value[i].data + 1;
+
+    for (k = first; k < i; k++) {
+        if (value[k].len >= len
+            && ngx_strncmp(value[k].data, value[i].data, len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+static char *
+ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
+{
+    ngx_str_t                     *path;
+    ngx_http_zk_lock_metric_t     *metric;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
 
-    if (lmcf->used.data == NULL) {
-        lmcf->used = cmd->name;
+    if (ngx_http_zk_lock_same_recipe(cf, lmcf, spec) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
     }
 
     if (lmcf->metrics == NULL) {
@@ -680,6 +810,82 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         *path = spec->counter;
     }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * One literal path, one recipe: a zk_mutex and a zk_semaphore with 5
+ * leases on "/t" would both count the same nodes, each with its own
+ * bound, and a request holding one would re-enter the other.  A path with
+ * variables is checked when it is evaluated (re-entry refuses another
+ * lock on the nodes a request holds).
+ */
+
+static char *
+ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
+    ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec)
+{
+    ngx_uint_t                  i, rw;
+    ngx_http_zk_lock_literal_t  *lit;
+
+    if (spec->transient) {
+        return NGX_CONF_OK;     /* a variable segment */
+    }
+
+    if (lmcf->literals == NULL) {
+        lmcf->literals = ngx_array_create(cf->pool, 4,
+                                          sizeof(ngx_http_zk_lock_literal_t));
+        if (lmcf->literals == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    rw = (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
+          || spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
+
+    lit = lmcf->literals->elts;
+
+    for (i = 0; i < lmcf->literals->nelts; i++) {
+
+        if (lit[i].name.len != spec->name.len
+            || ngx_strncmp(lit[i].name.data, spec->name.data,
+                           spec->name.len) != 0)
+        {
+            continue;
+        }
+
+        /* a mutex is a semaphore v1 with 1 lease: Curator's nodes agree */
+
+        if (lit[i].rw == rw && lit[i].v2 == spec->v2
+            && lit[i].leases == spec->leases
+            && lit[i].counter.len == spec->counter.len
+            && ngx_strncmp(lit[i].counter.data, spec->counter.data,
+                           spec->counter.len) == 0)
+        {
+            return NGX_CONF_OK;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "lock path \"%V\" is already another kind of "
+                           "lock (recipe, protocol or leases) at %V:%ui",
+                           &spec->name, &lit[i].file, lit[i].line);
+        return NGX_CONF_ERROR;
+    }
+
+    lit = ngx_array_push(lmcf->literals);
+    if (lit == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    lit->name = spec->name;
+    lit->counter = spec->counter;
+    lit->leases = spec->leases;
+    lit->rw = rw;
+    lit->v2 = spec->v2;
+    lit->file = cf->conf_file->file.name;
+    lit->line = cf->conf_file->line;
 
     return NGX_CONF_OK;
 }
@@ -741,8 +947,14 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
             return NGX_CONF_ERROR;
         }
 
+        if (cv->lengths && spec->transient == 0) {
+            spec->transient = n + 1;    /* the first variable segment, + 1 */
+        }
+
+        /* a literal "/zookeeper" is checked once the chroot is known */
+
         if (cv->lengths == NULL) {
-            err = ngx_http_zk_lock_check_segment(&seg, n == 0);
+            err = ngx_http_zk_lock_check_segment(&seg, 0);
 
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -751,6 +963,12 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
                 return NGX_CONF_ERROR;
             }
         }
+    }
+
+    /* the levels from the first variable segment to the end of the path */
+
+    if (spec->transient) {
+        spec->transient = n - spec->transient + 1;
     }
 
     return NGX_CONF_OK;

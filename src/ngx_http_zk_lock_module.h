@@ -36,6 +36,7 @@ typedef struct {
     ngx_msec_t                    timeout;
     ngx_uint_t                    index;      /* of its counters */
     ngx_uint_t                    max_waiting; /* in a worker; 0: any */
+    ngx_uint_t                    transient;  /* levels from variables */
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;
 } ngx_http_zk_lock_spec_t;
@@ -53,6 +54,7 @@ typedef struct {
     ngx_shm_zone_t               *zone;
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
+    ngx_array_t                  *literals;   /* recipes of literal paths */
     ngx_http_zk_lock_session_t   *session;
 } ngx_http_zk_lock_main_conf_t;
 

@@ -12,6 +12,15 @@
 
 
 #define NGX_HTTP_ZK_LOCK_SEQ_LEN        10
+
+/* "_c_" <UUID> "-": what comes before the kind in a participant's name */
+#define NGX_HTTP_ZK_LOCK_PREFIX_LEN     (3 + NGX_HTTP_ZK_LOCK_UUID_LEN + 1)
+
+/* a child that is no participant: sorts last, in nobody's way */
+#define NGX_HTTP_ZK_LOCK_SEQ_NONE       NGX_MAX_UINT32_VALUE
+
+/* a participant whose sequence number ZooKeeper wrote negative */
+#define NGX_HTTP_ZK_LOCK_SEQ_WRAPPED    (NGX_MAX_UINT32_VALUE - 1)
 #define NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS   3
 
 /* lease counts told apart when choosing the nodes to watch */
@@ -77,9 +86,11 @@ static void ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_create_done(int rc, const char *value,
     const void *data);
 static ngx_uint_t ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_ask(ngx_http_zk_lock_t *lock);
+static ngx_uint_t ngx_http_zk_lock_busy(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock,
-    u_char *path);
+    u_char *path, int mode);
 static void ngx_http_zk_lock_parent_done(int rc, const char *value,
     const void *data);
 static void ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node);
@@ -88,6 +99,9 @@ static void ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock);
 static ngx_int_t ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_children_done(int rc,
     const struct String_vector *strings, const void *data);
+static void ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name);
+static void ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
 static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
 static ngx_int_t ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
@@ -251,11 +265,131 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
         /* the create's completion deletes it */
         break;
 
+    case NGX_HTTP_ZK_LOCK_DELETING:
+    case NGX_HTTP_ZK_LOCK_ORPHAN:
+        /* failed with its znode: the delete is on its way, or will be */
+        break;
+
     default: /* PARKED, FAILED */
         node->state = NGX_HTTP_ZK_LOCK_FAILED;
         ngx_http_zk_lock_node_gc(node);
         break;
     }
+}
+
+
+/*
+ * The path was built from the request (a segment from variables): the
+ * containers made for it would stay until the server reaps them, at most
+ * 10000 a minute, and clients that choose new values faster would grow
+ * ZooKeeper without bound.  When the path has no node of this worker left,
+ * it is deleted from the lock up to its first variable segment; a path
+ * that another participant still uses answers ZNOTEMPTY, and one that a
+ * participant creates meanwhile answers its create ZNONODE, which makes it
+ * create the path again, as Curator does.
+ */
+
+void
+ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node, ngx_uint_t levels)
+{
+    node->lock->transient = ngx_max(node->lock->transient, levels);
+}
+
+
+/*
+ * A try (timeout=0): the node is placed by the first listing that shows
+ * it, and fails with NGX_HTTP_ZK_LOCK_BUSY rather than waits when others
+ * come first.  Its answer is never a timer's guess: a node that would be
+ * deferred in a deep queue gets a listing of its own.
+ */
+
+void
+ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
+{
+    node->trying = 1;
+
+    if (node->deferred) {
+        node->deferred = 0;
+        ngx_http_zk_lock_ask(node->lock);
+    }
+}
+
+
+static ngx_uint_t
+ngx_http_zk_lock_busy(ngx_http_zk_lock_node_t *node)
+{
+    if (!node->trying) {
+        return 0;
+    }
+
+    node->was_waiting = 1;
+    node->error = NGX_HTTP_ZK_LOCK_BUSY;
+    ngx_http_zk_lock_delete(node);
+    ngx_http_zk_lock_node_tell(node);
+
+    return 1;
+}
+
+
+static void
+ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock)
+{
+    int                          rc;
+    u_char                      *p;
+    ngx_uint_t                   i;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    s = lock->session;
+
+    if (s->exiting || !s->connected) {
+        return;
+    }
+
+    p = ngx_cpymem(buf, lock->path, lock->sn.str.len);
+
+    for (i = 0; i < lock->transient && p > buf + 1; i++) {
+        *p = '\0';
+
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                       "zk lock: delete idle \"%s\"", buf);
+
+        ngx_http_zk_lock_session_batch(s);
+
+        rc = zoo_adelete(s->zh, (char *) buf, -1,
+                         ngx_http_zk_lock_path_deleted, s);
+
+        if (rc != ZOK) {
+            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                          "zoo_adelete(\"%s\") failed (%d: %s)",
+                          buf, rc, zerror(rc));
+            return;
+        }
+
+        while (p > buf && *--p != '/') { /* void */ }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_path_deleted(int rc, const void *data)
+{
+    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+
+    /* in use again, gone already, or not ours to delete: all as well */
+
+    if (rc == ZOK || rc == ZNOTEMPTY || rc == ZNONODE || rc == ZNOAUTH
+        || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT
+        || rc == ZSESSIONEXPIRED || rc == ZCLOSING || s->exiting)
+    {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                       "zk lock: deleted idle path rc:%d", rc);
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                  "zookeeper delete of an idle lock path failed (%d: %s)",
+                  rc, zerror(rc));
 }
 
 
@@ -577,6 +711,7 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     lock->wanted = 0;
     lock->deep = 0;
     lock->reads = 0;
+    lock->transient = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -606,6 +741,10 @@ ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock)
 {
     if (lock->refs) {
         return;
+    }
+
+    if (lock->transient) {
+        ngx_http_zk_lock_delete_path(lock);
     }
 
     ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
@@ -738,10 +877,15 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     node->list_id = lock->sent + 1;
 
-    if (ngx_http_zk_lock_defer(node)) {
-        return;
+    if (!ngx_http_zk_lock_defer(node)) {
+        ngx_http_zk_lock_ask(lock);
     }
+}
 
+
+static void
+ngx_http_zk_lock_ask(ngx_http_zk_lock_t *lock)
+{
     if (lock->sent == lock->answered) {
         (void) ngx_http_zk_lock_list(lock);
 
@@ -796,6 +940,11 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
         if (node->notify == NULL) {
             /* released while the create was on its way */
             ngx_http_zk_lock_delete(node);
+            return;
+        }
+
+        if (node->seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
+            ngx_http_zk_lock_wrapped(lock, name);
             return;
         }
 
@@ -870,6 +1019,7 @@ ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node)
     needed = ngx_http_zk_lock_needed(node);
 
     node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
+                      && !node->trying
                       && lock->live >= ngx_max(lock->span, needed));
 
     if (node->deferred) {
@@ -882,7 +1032,8 @@ ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node)
 
 /*
  * Like Curator's creatingParentContainersIfNeeded(): container nodes,
- * which the server removes once they are empty.
+ * which the server removes once they are empty.  Not the chroot: with its
+ * ACL it is the fleet's, and is kept even while no lock is used.
  */
 
 static void
@@ -894,7 +1045,7 @@ ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock)
     /* with a chroot, "/" is the chroot itself, which may be missing too */
 
     if (lock->session->chroot.len) {
-        ngx_http_zk_lock_create_parent(lock, (u_char *) "/");
+        ngx_http_zk_lock_create_parent(lock, (u_char *) "/", ZOO_PERSISTENT);
     }
 
     (void) ngx_cpymem(buf, lock->path, lock->sn.str.len + 1);
@@ -903,18 +1054,19 @@ ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock)
         p = (u_char *) ngx_strchr(p + 1, '/');
 
         if (p == NULL) {
-            ngx_http_zk_lock_create_parent(lock, buf);
+            ngx_http_zk_lock_create_parent(lock, buf, ZOO_CONTAINER);
             break;
         }
 
         *p = '\0';
-        ngx_http_zk_lock_create_parent(lock, buf);
+        ngx_http_zk_lock_create_parent(lock, buf, ZOO_CONTAINER);
     }
 }
 
 
 static void
-ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path)
+ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
+    int mode)
 {
     int                          rc;
     ngx_http_zk_lock_session_t  *s;
@@ -923,7 +1075,7 @@ ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path)
 
     ngx_http_zk_lock_session_batch(s);
 
-    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, ZOO_CONTAINER,
+    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
                      ngx_http_zk_lock_parent_done, lock);
 
     if (rc != ZOK) {
@@ -1224,6 +1376,12 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             children[i].seq = ngx_http_zk_lock_seq(children[i].name,
                                                    children[i].len);
 
+            if (children[i].seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
+                ngx_http_zk_lock_wrapped(lock, children[i].name);
+                ngx_free(children);
+                return;
+            }
+
             children[i].write = ngx_http_zk_lock_is_write(children[i].name);
         }
 
@@ -1321,6 +1479,9 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
             if (n <= leases_now) {
                 node->state = NGX_HTTP_ZK_LOCK_HELD;
                 ngx_http_zk_lock_node_tell(node);
+
+            } else {
+                (void) ngx_http_zk_lock_busy(node);
             }
 
             continue;
@@ -1337,7 +1498,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
                 node->state = NGX_HTTP_ZK_LOCK_HELD;
                 ngx_http_zk_lock_node_tell(node);
 
-            } else {
+            } else if (!ngx_http_zk_lock_busy(node)) {
                 node->ahead = children[i].writes;
                 watch_write = 1;
                 ngx_http_zk_lock_watch_self(node);
@@ -1349,6 +1510,10 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         if (i < (ngx_int_t) leases_now) {
             node->state = NGX_HTTP_ZK_LOCK_HELD;
             ngx_http_zk_lock_node_tell(node);
+            continue;
+        }
+
+        if (ngx_http_zk_lock_busy(node)) {
             continue;
         }
 
@@ -1435,6 +1600,41 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 
 
 /*
+ * The sequence numbers under the path have wrapped: the order of the queue
+ * is lost (Curator sorts the new names first, too).  The holders keep the
+ * lock; the waiters fail and give their nodes back, until an operator
+ * deletes the path, which starts the numbers from 0 again.
+ */
+
+static void
+ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
+{
+    ngx_queue_t              *q, *nq;
+    ngx_http_zk_lock_node_t  *node;
+
+    ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+                  "zookeeper sequence numbers under \"%s\" have run past "
+                  "2^31 (\"%s\"): no lock can be had there until the path "
+                  "is deleted and created again", lock->path, name);
+
+    for (q = ngx_queue_head(&lock->nodes);
+         q != ngx_queue_sentinel(&lock->nodes);
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+        if (node->state == NGX_HTTP_ZK_LOCK_WAITING) {
+            node->was_waiting = 1;
+            node->error = ZBADARGUMENTS;
+            ngx_http_zk_lock_delete(node);
+            ngx_http_zk_lock_node_tell(node);
+        }
+    }
+}
+
+
+/*
  * The last listing is kept, to count each deletion once (see deleted())
  * and, in a deep queue, to know which nodes come next.  A listing is
  * answered after the deletions that it does not show have been heard of,
@@ -1455,7 +1655,7 @@ ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
      * sort last and are in nobody's way: they are not kept
      */
 
-    while (n && children[n - 1].seq == NGX_MAX_UINT32_VALUE) {
+    while (n && children[n - 1].seq >= NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
         n--;
     }
 
@@ -1976,7 +2176,7 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
 
     /* names without a sequence number are watched every time */
 
-    if (seq != NGX_MAX_UINT32_VALUE
+    if (seq < NGX_HTTP_ZK_LOCK_SEQ_WRAPPED
         && lock->nwatched < NGX_HTTP_ZK_LOCK_WATCHED)
     {
         lock->watched[lock->nwatched++] = seq;
@@ -2110,25 +2310,58 @@ ngx_http_zk_lock_is_write(u_char *name)
 }
 
 
-/* children are ordered by the sequence number alone, as in Curator */
+/*
+ * Children are ordered by the sequence number alone, as in Curator, and
+ * only participants have one: names as Curator writes them in protection
+ * mode, "_c_" <UUID> "-" <kind> <10 digits>.  Any other child, such as the
+ * container of a deeper lock ("/p/a0000000000" for "/p/$arg_x"), is in
+ * nobody's way.  ZooKeeper writes the sequence as a signed 32-bit number:
+ * after 2^31 changes under one parent it writes "-2147483648" and on, which
+ * would sort a new node ahead of older ones; such names are told apart.
+ */
 
 static uint32_t
 ngx_http_zk_lock_seq(u_char *name, size_t len)
 {
-    ngx_int_t  seq;
+    u_char      *p;
+    size_t       n;
+    ngx_int_t    seq;
+    ngx_uint_t   k, wrapped;
 
-    if (len < NGX_HTTP_ZK_LOCK_SEQ_LEN) {
-        return NGX_MAX_UINT32_VALUE;
+    if (len < NGX_HTTP_ZK_LOCK_PREFIX_LEN + NGX_HTTP_ZK_LOCK_SEQ_LEN
+        || ngx_strncmp(name, "_c_", 3) != 0
+        || name[NGX_HTTP_ZK_LOCK_PREFIX_LEN - 1] != '-')
+    {
+        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
     }
 
-    seq = ngx_atoi(name + len - NGX_HTTP_ZK_LOCK_SEQ_LEN,
-                   NGX_HTTP_ZK_LOCK_SEQ_LEN);
+    p = name + NGX_HTTP_ZK_LOCK_PREFIX_LEN;
+    n = len - NGX_HTTP_ZK_LOCK_PREFIX_LEN - NGX_HTTP_ZK_LOCK_SEQ_LEN;
 
-    if (seq == NGX_ERROR || seq > NGX_MAX_INT32_VALUE) {
-        return NGX_MAX_UINT32_VALUE;
+    for (k = 0; k < sizeof(ngx_http_zk_lock_kind_name) / sizeof(char *); k++)
+    {
+        wrapped = (n == ngx_strlen(ngx_http_zk_lock_kind_name[k]) + 1
+                   && p[n - 1] == '-');
+
+        if (n - wrapped == ngx_strlen(ngx_http_zk_lock_kind_name[k])
+            && ngx_strncmp(p, ngx_http_zk_lock_kind_name[k], n - wrapped)
+               == 0)
+        {
+            break;
+        }
     }
 
-    return (uint32_t) seq;
+    if (k == sizeof(ngx_http_zk_lock_kind_name) / sizeof(char *)) {
+        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
+    }
+
+    seq = ngx_atoi(p + n, NGX_HTTP_ZK_LOCK_SEQ_LEN);
+
+    if (seq == NGX_ERROR || seq > NGX_MAX_INT32_VALUE + (ngx_int_t) wrapped) {
+        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
+    }
+
+    return wrapped ? NGX_HTTP_ZK_LOCK_SEQ_WRAPPED : (uint32_t) seq;
 }
 
 

@@ -85,6 +85,7 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      self:2;     /* its own watch, see deleted() */
     unsigned                      promote:1;  /* holds once self is checked */
     unsigned                      deferred:1; /* no listing after create */
+    unsigned                      trying:1;   /* fails rather than waits */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
@@ -93,6 +94,10 @@ struct ngx_http_zk_lock_node_s {
 
     ngx_str_t                     info;       /* node data: the holder */
 };
+
+
+/* the error of a trying node that found the lock taken: not ZooKeeper's */
+#define NGX_HTTP_ZK_LOCK_BUSY     1
 
 
 /* the watches a worker remembers in one lock, so as to set each once */
@@ -128,6 +133,7 @@ struct ngx_http_zk_lock_s {
     ngx_uint_t                    head;       /* the first not gone */
     ngx_uint_t                    live;       /* the entries not gone */
     ngx_uint_t                    span;       /* the entries to watch there */
+    ngx_uint_t                    transient;  /* levels to delete when idle */
 
     unsigned                      count:1;    /* lists with a watch */
     unsigned                      wanted:1;   /* a listing, after this one */
@@ -143,6 +149,9 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
+void ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node,
+    ngx_uint_t levels);
+void ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node);
 ngx_uint_t ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s,
     ngx_str_t *path);
 

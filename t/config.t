@@ -82,6 +82,37 @@ my @bad = (
     [ 'leases= (empty)',
       "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=;'),
       qr/invalid number of leases "leases="/ ],
+    [ 'leases twice, a number and a count',
+      "zk_hosts $NO_ZK;\n"
+          . server_with('zk_semaphore /s leases=3 leases=zk:/c;'),
+      qr/"leases" parameter is duplicate/ ],
+    [ 'timeout twice',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a timeout=1s timeout=2s;'),
+      qr/"timeout" parameter is duplicate/ ],
+    [ 'leases_default without leases=zk:',
+      "zk_hosts $NO_ZK;\n"
+          . server_with('zk_semaphore /s leases=3 leases_default=2;'),
+      qr/"leases_default" is only for a count read with "leases=zk:"/ ],
+    [ 'a mutex and a semaphore of 5 on one path',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_mutex /t;")
+          . server_with("zk_semaphore /t leases=5;"),
+      qr/lock path "\/t" is already another kind of lock \(recipe, protocol or leases\) at \S+nginx.conf:\d+/ ],
+    [ 'semaphores of 3 and 5 leases on one path',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_semaphore /t leases=3;")
+          . server_with("zk_semaphore /t leases=5;"),
+      qr/lock path "\/t" is already another kind of lock/ ],
+    [ 'semaphore v1 and v2 on one path',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_semaphore /t leases=3;\n"
+          . "zk_semaphore /t leases=3 protocol=v2;"),
+      qr/lock path "\/t" is already another kind of lock/ ],
+    [ 'a mutex and a rwlock on one path',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_rwlock /t write;")
+          . server_with("zk_mutex /t;"),
+      qr/lock path "\/t" is already another kind of lock/ ],
+    [ 'a reentrant and a non-reentrant mutex on one path',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_mutex /t;")
+          . server_with("zk_mutex /t reentrant=off;"),
+      qr/lock path "\/t" is already another kind of lock/ ],
     [ 'leases on zk_mutex',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a leases=2;'),
       qr/invalid parameter "leases=2"/ ],
@@ -302,6 +333,8 @@ my @good = (
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /locks/t/$arg_t;') ],
     [ 'variable as the top segment (checked at run time)',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /$arg_top/x;') ],
+    [ '"/zookeeper" below a chroot is allowed',
+      "zk_hosts $NO_ZK/nginx;\n" . server_with('zk_mutex /zookeeper/x;') ],
     [ '"zookeeper" below the top is allowed',
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a/zookeeper;') ],
     [ 'leases=1 and large leases',
@@ -329,6 +362,13 @@ my @good = (
               . "max_waiting=5 protocol=v1;\n"
               . "zk_rwlock /fr read timeout=1s max_waiting=5;\n"
               . "zk_rwlock /fw write timeout=1s max_waiting=5;") ],
+    [ 'one path, one recipe: a mutex is a semaphore v1 of 1 lease; rwlock '
+          . 'read and write; variable paths checked at run time',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_mutex /o/m timeout=1s;\nzk_rwlock /o/rw read;")
+          . server_with("zk_semaphore /o/m leases=1;\nzk_rwlock /o/rw write;\n"
+              . "zk_mutex /o/\$arg_a;")
+          . server_with("zk_semaphore /o/\$arg_a leases=4;") ],
     [ 'no module directive at all', server_with('') ],
     [ 'status bounds 400 and 599',
       "zk_hosts $NO_ZK;\nzk_lock_status 400;\n"

@@ -19,14 +19,16 @@
 # The expected outcome of each request is computed by expected() below,
 # which mirrors README "Paths" (plus how nginx itself parses a request line
 # and finds $arg_*), and the test asserts for every request:
-#   * accepted value: 200, the backend was reached once;
+#   * accepted value: 200, the backend was reached once, and the node it
+#     held ($zk_lock_node) is under the path its value names, byte for byte;
 #   * refused value: 400, the backend never saw it, and error.log says why
 #     (the module's [info] line naming the segment and the problem, or
 #     nginx's "client sent invalid request" for bytes nginx itself refuses
 #     in a request line);
-# and at the end: no ephemeral node left; every node under /fz (and at the
-# top level) is a path, or a parent of a path, of an accepted value; no node
-# exists for the naive path of any refused value; no [alert]/[crit]/[emerg]
+# and at the end: no ephemeral node left; no path of an accepted value left
+# under /fz, where they come from variables (deleted once idle); every
+# node at the top level is a path of an accepted value; no node exists for
+# the naive path of any refused value; no [alert]/[crit]/[emerg]
 # or "exited on signal" line; the same worker pids as at the start; the
 # master exits cleanly on QUIT.
 #
@@ -61,6 +63,7 @@ my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
 
     server {
         listen 127.0.0.1:%%PORT%%;
+        add_header X-Lock-Node $zk_lock_node always;
 
         location /f/ {
             zk_mutex /fz/$arg_x timeout=10s;
@@ -342,12 +345,20 @@ for my $line (split /\n/, substr($ng->error_log, $log0)) {
 }
 
 my $stats = $be->stats;
-my (%count, @bad_status, @bad_backend, @bad_why, %by_why);
+my (%count, @bad_status, @bad_backend, @bad_why, %by_why, @bad_node, %held);
 for my $r (@reqs) {
     my ($exp, $res, $n) = @$r{qw(exp res n)};
     my $got = $res->{status};
     my $desc = "/$r->{loc}/$n?" . show($r->{query});
     $count{ $exp->{status} == 200 ? 'accepted' : 'refused' }++;
+    if ($exp->{status} == 200 && $got == 200) {
+        # $zk_lock_node: the node it held, named by the module's create
+        (my $parent = $res->{headers}{'x-lock-node'} // '') =~ s{/[^/]*$}{};
+        $held{$parent} = 1;
+        push @bad_node, "$desc: held a node under \"" . show($parent)
+            . '", want "' . show($exp->{path}) . '"'
+            if $parent ne $exp->{path};
+    }
     push @bad_status, "$desc: want $exp->{status}, got $got"
         . ($res->{error} ? " ($res->{error})" : '')
         if $got != $exp->{status};
@@ -402,6 +413,9 @@ is_deeply(\@bad_backend, [], 'the backend saw each accepted request once '
     or diag first_ones(\@bad_backend);
 is_deeply(\@bad_why, [], 'error.log names the reason of each refusal')
     or diag first_ones(\@bad_why);
+is_deeply(\@bad_node, [], 'each accepted request held its node at the path '
+    . 'its value names')
+    or diag first_ones(\@bad_node);
 
 # ------------------------------------------------- nodes
 
@@ -410,10 +424,9 @@ no_ephemerals($zk, '/', 'after the fuzz', 10);
 # Every persistent node must be a path, or a parent of a path, of an
 # accepted value. zkctl gives paths as characters; the values are bytes.
 my %allowed = ('/fz' => 1);
-my (%accepted_path, @refused_naive);
+my @refused_naive;
 for my $r (@reqs) {
     if (my $p = $r->{exp}{path}) {
-        $accepted_path{$p} = 1;
         my $q = '';
         for my $seg (grep { length } split m{/}, $p) {
             $q .= "/$seg";
@@ -423,15 +436,18 @@ for my $r (@reqs) {
         push @refused_naive, $r->{exp}{naive};
     }
 }
-my @tree = zk_tree($zk, '/fz');
+# Paths built from variables are deleted once idle (README "Paths"): what
+# is left is at most what the server has not removed yet.
+my @tree;
+wait_for(sub { !(@tree = zk_tree($zk, '/fz')) }, 10);
 utf8::encode($_) for @tree;
+is_deeply(\@tree, [], 'no path of an accepted value is left under /fz')
+    or diag explain [map { show($_) } @tree[0 .. ($#tree < 19 ? $#tree : 19)]];
 my @stray = grep { !$allowed{$_} } @tree;
 is_deeply(\@stray, [], 'every node under /fz is (a parent of) the path '
     . 'of an accepted value')
     or diag explain [map { show($_) } @stray[0 .. ($#stray < 19 ? $#stray : 19)]];
 my %in_tree = map { $_ => 1 } @tree;
-cmp_ok(scalar(grep { $in_tree{$_} } keys %accepted_path), '>', 0,
-    'the paths of accepted values are in ZooKeeper');
 my @top = zk_children($zk, '/');
 utf8::encode($_) for @top;
 my @stray_top = grep { $_ ne 'zookeeper' && !$allowed{"/$_"} } @top;
@@ -440,20 +456,14 @@ is_deeply(\@stray_top, [], 'every top-level node is /zookeeper, /fz or '
     or diag explain [map { show($_) } @stray_top];
 # The values are not url-decoded: "%2F" and "%00" are literal names, the
 # glued "t-" makes "" and ".." valid, "zookeeper" is only reserved at the
-# top. (ZooKeeper removes empty containers once a minute: after 50 s
-# they may be gone.)
-my %top = map { ("/$_" => 1) } @top;
-SKIP: {
-    skip 'ZooKeeper may have removed empty containers already', 1
-        if time - $T_START > 50;
-    my @want = ('/fz/a%2Fb', '/fz/%00', '/fz/%2F..%2F', '/fz/%C0%AF',
-        '/fz/zookeeper', '/fz/t-', '/fz/t-.', '/fz/t-..', '/fz/t-%2F',
-        '/fz/ok/fixed/%00', '/fz/%7F/fixed/ok', "/fz/caf\xc3\xa9",
-        "/fz/\xef\xbf\xaf", '/zookeeperx', '/Zookeeper', '/%2F');
-    my @missing = grep { !$in_tree{$_} && !$top{$_} } @want;
-    is_deeply(\@missing, [], 'nodes named literally by accepted values exist')
-        or diag explain [map { show($_) } @missing];
-}
+# top.
+my @want = ('/fz/a%2Fb', '/fz/%00', '/fz/%2F..%2F', '/fz/%C0%AF',
+    '/fz/zookeeper', '/fz/t-', '/fz/t-.', '/fz/t-..', '/fz/t-%2F',
+    '/fz/ok/fixed/%00', '/fz/%7F/fixed/ok', "/fz/caf\xc3\xa9",
+    "/fz/\xef\xbf\xaf", '/zookeeperx', '/Zookeeper', '/%2F');
+my @missing = grep { !$held{$_} } @want;
+is_deeply(\@missing, [], 'nodes named literally by accepted values were held')
+    or diag explain [map { show($_) } @missing];
 my @made = grep { $in_tree{$_} && !$allowed{$_} } @refused_naive;
 is_deeply(\@made, [], 'no node for the path a refused value would make')
     or diag explain [map { show($_) } @made];

@@ -85,7 +85,6 @@ sub queue { sort { seq_of($a) <=> seq_of($b) } zk_children($zk, $_[0]) }
 
 sub base { ($_[0] =~ m{([^/]+)$})[0] }
 
-sub curator_name { '_c_' . uuid() . '-lock-' }
 
 sub wait_queue_len {
     my ($path, $n, $timeout) = @_;
@@ -409,9 +408,3 @@ diag sprintf 'handoff.t ran in %.1f s', time - $T0;
 
 done_testing();
 
-
-sub uuid {
-    my @h = map { sprintf '%04x', int(rand(65536)) } 1 .. 8;
-    return "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a'
-        . substr($h[4], 1) . "-$h[5]$h[6]$h[7]";
-}

@@ -7,7 +7,11 @@
 #  2. zk_lock_max_waiting 4: at most 4 waiting requests per worker, over
 #     all paths
 #  3. a bad max_waiting fails "nginx -t"
-#  4. zk_lock_max_path: a longer path gets 400
+#  4. zk_lock_max_waiting 0 fails "nginx -t"
+#  5. by default a worker's waiters are bounded by worker_connections,
+#     counted in requests: 100 HTTP/2 streams of one connection queue 16
+#     nodes at most with worker_connections 16
+#  6. zk_lock_max_path: a longer path gets 400
 #  no node left, no alert/crash line
 
 use strict;
@@ -108,6 +112,57 @@ EOF
         like($out, qr/invalid max_waiting "max_waiting=\Q$v\E"/,
             '... naming it');
     }
+};
+
+subtest 'zk_lock_max_waiting 0' => sub {
+    my ($rc, $out) = nginx_test_conf(<<'EOF', zk => $zk);
+    zk_hosts %%ZK%%;
+    zk_lock_max_waiting 0;
+EOF
+    isnt($rc, 0, 'nginx -t fails');
+    like($out, qr/value must be equal to or greater than 1/,
+        '... naming the bound');
+};
+
+# One HTTP/2 connection carries up to 128 requests: the default bound of a
+# worker's waiters is worker_connections counted in requests, not in
+# connections.
+subtest 'the default bound counts HTTP/2 streams' => sub {
+    my ($minor) = `$ZkLock::Test::NGINX -v 2>&1` =~ m{nginx/1\.(\d+)\.};
+    my ($listen, $on) = ($minor // 0) >= 25 ? ('', 'http2 on;') : (' http2', '');
+    my $h2 = nginx_start(<<"EOF", zk => $zk, backend => $be, workers => 1,
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%$listen;
+        $on
+        location / {
+            zk_mutex /q/h2 timeout=5s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+        connections => 16);
+    ok(sessions_connected($h2), 'connected');
+    my $h = zk_hold($zk, '/q/h2', seconds => 60);
+    my $client = ZkLock::Test::_spawn(name => 'nghttp', cmd => ['nghttp',
+        '-n', '-t', '20', '-m', 100,
+        'http://127.0.0.1:' . $h2->port . '/?key=h2']);
+    my $most = 0;
+    wait_for(sub {
+        my $n = () = zk_children($zk, '/q/h2');
+        $most = $n if $n > $most;
+        return 0;
+    }, 3, 0.1);
+    cmp_ok($most - 1, '<=', 16, "at most worker_connections (16) of 100 "
+        . "streams queue (saw " . ($most - 1) . ')');
+    cmp_ok($most - 1, '>=', 4, '... but some do');
+    like($h2->error_log, qr/zk_mutex "\/q\/h2" rejected: too many requests/,
+        'the others are rejected');
+    kill 'TERM', $client;
+    proc_wait($client, 5);
+    $h->release;
+    $h2->stop;
+    no_ephemerals($zk, '/q', 'HTTP/2');
 };
 
 subtest 'zk_lock_max_path' => sub {

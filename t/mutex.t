@@ -73,7 +73,7 @@ subtest 'FIFO across the fleet' => sub {
 };
 
 subtest 'timeout answers zk_lock_status and deletes the node' => sub {
-    my $h = zk_hold($zk, '/t/mutex', name => '_c_' . uuid() . '-lock-');
+    my $h = zk_hold($zk, '/t/mutex', name => curator_name());
 
     my $r = http_get($fleet[0]->port, '/short?key=to', timeout => 10);
     is($r->{status}, 429, 'configured status');
@@ -90,7 +90,7 @@ subtest 'timeout answers zk_lock_status and deletes the node' => sub {
 };
 
 subtest 'client abort while waiting' => sub {
-    my $h = zk_hold($zk, '/t/mutex', name => '_c_' . uuid() . '-lock-');
+    my $h = zk_hold($zk, '/t/mutex', name => curator_name());
 
     my $pid = http_abort_after($fleet[1]->port, '/m?key=abort1', 1);
     ok(wait_for(sub { zk_children($zk, '/t/mutex') == 2 }, 5),
@@ -137,9 +137,3 @@ for my $ng (@fleet) {
 
 done_testing();
 
-
-sub uuid {
-    my @h = map { sprintf '%04x', int(rand(65536)) } 1 .. 8;
-    return "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a'
-        . substr($h[4], 1) . "-$h[5]$h[6]$h[7]";
-}

@@ -30,6 +30,7 @@ my $conf = <<'EOF';
     server {
         listen 127.0.0.1:%%PORT%%;
         root %%PREFIX%%/html;
+        add_header X-Lock-Node $zk_lock_node always;
 
         # 1, 2: paths from variables
         location /tenant/ {
@@ -199,6 +200,8 @@ subtest 'path from $arg_tenant: per-tenant mutex' => sub {
     # $arg is not url-decoded: "%2F" stays literal and adds no level.
     my $r = $ng->get('/tenant/x?tenant=a%2Fb&key=enc');
     is($r->{status}, 200, '"%2F" in $arg_tenant is literal: 200');
+    like($r->{headers}{'x-lock-node'} // '', qr{^/p/tenant/a%2Fb/_c_},
+        'its node was under /p/tenant/a%2Fb');
     no_ephemerals($zk, '/p', 'per-tenant');
     my @t = zk_children($zk, '/p/tenant');
     ok(!(grep { $_ eq 'a' } @t), 'and no node /p/tenant/a was made')
@@ -275,10 +278,11 @@ subtest 'bad runtime values are refused with 400' => sub {
     # Boundary and controls: these are valid.
     my $r = $ng->get('/h/ok1?key=hok', headers => { 'X-Tenant' => 'a' x 1019 });
     is($r->{status}, 200, 'path of exactly 1024 bytes: 200');
+    my $node = $r->{headers}{'x-lock-node'} // '';
     $r = $ng->get('/h/ok2?key=hok', headers => { 'X-Tenant' => "caf\xc3\xa9 \xe2\x82\xac-\xef\xbf\xaf" });
     is($r->{status}, 200, 'UTF-8 value with U+00E9, U+20AC, U+FFEF and a space: 200');
-    my %kids = map { $_ => 1 } zk_children($zk, '/p/h');
-    ok($kids{ 'a' x 1019 }, 'the 1024-byte path was used') or diag explain [keys %kids];
+    like($node, qr{^/p/h/a{1019}/_c_}, 'the 1024-byte path was used')
+        or diag $node;
     no_ephemerals($zk, '/p', 'bad values');
 };
 

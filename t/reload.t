@@ -126,14 +126,6 @@ sub check_fleet_logs {
     check_log($what, 'B', sub { $B->error_log });
 }
 
-sub uuid {
-    my @h = map { sprintf '%04x', int(rand(65536)) } 1 .. 8;
-    return "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a'
-        . substr($h[4], 1) . "-$h[5]$h[6]$h[7]";
-}
-
-sub curator_name { '_c_' . uuid() . '-lock-' }
-
 sub slurp { ZkLock::Test::_slurp($_[0]) }
 
 # /proc scan: [pid, ppid, pgid] of every live (non-zombie) process

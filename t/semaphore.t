@@ -355,8 +355,7 @@ subtest 'out-of-order releases (leases=3)' => sub {
 
 subtest 'timeout answers zk_lock_status and leaves no node' => sub {
     # A foreign holder takes the only lease.
-    my $holder = zk_hold($zk, '/t/st', name => 'foreign-lock-',
-        seconds => 120);
+    my $holder = zk_hold($zk, '/t/st', seconds => 120);
     my $r = http_get($PA, '/st429?key=st&id=a');
     is($r->{status}, 429, 'configured zk_lock_status 429');
     cmp_ok($r->{time}, '>=', 0.8, 'after about the 1 s timeout');

@@ -93,10 +93,8 @@ my @workers = $ng->worker_pids;
 die "expected 2 workers, got @workers\n" unless @workers == 2;
 
 # the foreign holder of the only lease of /b/held (Curator's node name)
-my @h = map { sprintf '%04x', int rand 65536 } 1 .. 8;
-my $uuid = "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a' . substr($h[4], 1)
-    . "-$h[5]$h[6]$h[7]";
-my $holder = zk_hold($zk, '/b/held', name => "_c_$uuid-lock-",
+my $name = curator_name();
+my $holder = zk_hold($zk, '/b/held', name => $name,
     seconds => 36000);
 
 # the sessions connect in the background (their "connected" line is
@@ -259,7 +257,7 @@ my $same_workers = "@now" eq "@workers";
 my (@sem_left, @held_left);
 wait_for(sub {
     @sem_left = zk_children($zk, '/b/sem');
-    @held_left = grep { !/\Q$uuid\E/ } zk_children($zk, '/b/held');
+    @held_left = grep { !/\Q$name\E/ } zk_children($zk, '/b/held');
     !@sem_left && !@held_left }, 10, 0.5);
 my $left_10s = @sem_left + @held_left;
 if ($left_10s) {
@@ -267,7 +265,7 @@ if ($left_10s) {
         . "more\n", $left_10s;
     wait_for(sub {
         @sem_left = zk_children($zk, '/b/sem');
-        @held_left = grep { !/\Q$uuid\E/ } zk_children($zk, '/b/held');
+        @held_left = grep { !/\Q$name\E/ } zk_children($zk, '/b/held');
         !@sem_left && !@held_left }, 60, 1);
 }
 my @bad_log = grep { /\[(?:alert|crit|emerg)\]/ || /exited on signal/ }

@@ -200,12 +200,6 @@ sub reading {
     return $n;
 }
 
-sub uuid {
-    my @h = map { sprintf '%04x', int rand 65536 } 1 .. 8;
-    return "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a' . substr($h[4], 1)
-        . "-$h[5]$h[6]$h[7]";
-}
-
 # ------------------------------------------------------------ clients
 
 # A forked client: $n_idle idle connections and $n_wait gated requests to
@@ -443,7 +437,7 @@ sub measure {
     my $t_n = time;
     fleet_start();
 
-    my $holder = zk_hold($zk, $path, name => '_c_' . uuid() . '-lock-',
+    my $holder = zk_hold($zk, $path, name => curator_name(),
         seconds => 86400);
     start_clients($n, $n_idle, $tag);
     sleep 1;

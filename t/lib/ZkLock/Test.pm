@@ -50,7 +50,8 @@ Standalone ZooKeeper on 127.0.0.1:<free port>, tickTime=500 (minimum
 session timeout 1 s), maxSessionTimeout=60000. Waits (opt timeout, 60 s)
 for ruok/imok, srvr "Mode:" and a kazoo connection; dies with the log
 tail otherwise. Options: tick_time, max_session_timeout, timeout, cfg
-(hashref of extra zoo.cfg lines).
+(hashref of extra zoo.cfg lines), jvm (arrayref of extra java flags, say
+"-Dznode.container.checkIntervalMs=200").
 Methods: port, hosts ("127.0.0.1:PORT"), pid, dir, stop (TERM+wait),
 kill (SIGKILL+wait: crash), start, restart (same port and dataDir),
 pause / resume (SIGSTOP / SIGCONT), srvr (4lw text), mode
@@ -132,11 +133,24 @@ at once: use zk_hold for a lasting foreign holder);
 zk_delete($hosts, $path, recursive => 1) -> 1 deleted / 0 absent;
 zk_wait_gone($hosts, $path, $timeout) -> bool;
 zk_hold($hosts, $parent, name => $n, seconds => 300, session_timeout => 10,
-data => $d) -> $holder with node, session_id, pid, release (close the
+data => $d) -> $holder (name: the prefix of its sequential node, by default
+a Curator mutex's, curator_name()) with node, session_id, pid, release (close the
 session: node gone when it returns; waits for a reconnect first if the
 holder is disconnected, e.g. right after $zk->restart), kill (SIGKILL: node stays until the
 session expires on the server);
-zk_4lw($port, $cmd, $timeout) -> reply text or undef.
+zk_4lw($port, $cmd, $timeout) -> reply text or undef;
+http2_listen() -> ($listen_suffix, $server_directive): cleartext HTTP/2
+for the nginx under test: (" http2", "") before 1.25, ("", "http2 on;")
+since; use as "listen 127.0.0.1:%%PORT%%$suffix; $directive";
+h2_client($port) -> $h2: t/lib/h2client.py on one HTTP/2 connection,
+commanded line by line. Methods: get($name, $path) (a stream), reset($name)
+(RST_STREAM CANCEL), close (the TCP connection, at once), events (its
+event log: "status NAME CODE", "done NAME", "reset NAME CODE", "closed"),
+wait($regex, $timeout) -> bool (the event log matches), stop;
+curator_name($kind) -> "_c_<random uuid>-$kind", the prefix of a Curator
+participant's node ($kind "lock-" by default; "__READ__", "__WRIT__" for a
+rwlock, "lease-" for a semaphore v2 lease): the module reads sequence
+numbers only from names of this form.
 
 =item Helpers
 
@@ -178,7 +192,8 @@ our @EXPORT = qw(
     http_get http_parallel http_parallel_bg http_parallel_collect
     http_abort_after
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
-    zk_wait_gone zk_hold zk_4lw
+    zk_wait_gone zk_hold zk_4lw curator_name
+    http2_listen h2_client
     wait_for free_port proc_wait pid_alive started_pids tempdir
     sessions_connected no_ephemerals cpu_seconds
 );
@@ -603,6 +618,24 @@ sub zk_wait_gone {
         ->{gone} ? 1 : 0;
 }
 
+sub curator_name {
+    my ($kind) = @_;
+    my @h = map { sprintf '%04x', int(rand(65536)) } 1 .. 8;
+    return '_c_' . "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a'
+        . substr($h[4], 1) . "-$h[5]$h[6]$h[7]-" . ($kind // 'lock-');
+}
+
+sub http2_listen {
+    my ($minor) = `$NGINX -v 2>&1` =~ m{nginx/1\.(\d+)\.};
+    return ($minor // 0) >= 25 ? ('', 'http2 on;') : (' http2', '');
+}
+
+sub h2_client {
+    my ($port) = @_;
+    require_prereqs('python');
+    return ZkLock::Test::H2->new($port);
+}
+
 sub zk_hold {
     my ($hosts, $path, %opt) = @_;
     return ZkLock::Test::Holder->new(_hosts_of($hosts), $path, %opt);
@@ -906,6 +939,7 @@ sub new {
         tick_time => $opt{tick_time} // 500,
         max_session_timeout => $opt{max_session_timeout} // 60000,
         cfg_extra => $opt{cfg} // {},
+        jvm       => $opt{jvm} // [],    # extra -D flags
         servers   => $opt{servers},    # [ [id, quorum port, election port] ]
         port      => $opt{port},
     }, $class;
@@ -960,6 +994,7 @@ sub _cmd {
         '-Dzookeeper.jmx.log4j.disable=true',
         '-Dorg.slf4j.simpleLogger.showDateTime=true',
         '-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS',
+        @{ $self->{jvm} },
         '-cp', $cp,
         $self->{servers}
             ? 'org.apache.zookeeper.server.quorum.QuorumPeerMain'
@@ -1101,7 +1136,7 @@ sub new {
     my $log = ZkLock::Test::_misc_dir() . "/hold-$$-" . int(rand 1e9) . '.log';
     my @cmd = ($ZkLock::Test::PYTHON, "$ZkLock::Test::LIB_DIR/zkctl.py",
         '--hosts', $hosts, 'hold', $path,
-        '--name', $opt{name} // 'foreign-',
+        '--name', $opt{name} // ZkLock::Test::curator_name(),
         '--seconds', $opt{seconds} // 300,
         '--session-timeout', $opt{session_timeout} // 10,
         defined $opt{data} ? ('--data', $opt{data}) : ());
@@ -1391,5 +1426,54 @@ sub stop {
 }
 
 package ZkLock::Test;
+
+# ------------------------------------------------------------------ HTTP/2
+
+package ZkLock::Test::H2;
+
+use strict;
+use warnings;
+use Carp;
+use IO::Handle;
+
+# t/lib/h2client.py: commands on a pipe to its stdin, events to a log file
+sub new {
+    my ($class, $port) = @_;
+    pipe(my $r, my $w) or croak "pipe: $!";
+    $w->autoflush(1);
+    my $log = ZkLock::Test::_misc_dir() . "/h2-$$-" . int(rand 1e9) . '.log';
+    my $pid = ZkLock::Test::_spawn(name => 'h2client', stdin => $r,
+        log => $log, cmd => [$ZkLock::Test::PYTHON,
+            "$ZkLock::Test::LIB_DIR/h2client.py", $port]);
+    CORE::close $r;
+    my $self = bless { pid => $pid, w => $w, log => $log }, $class;
+    $self->wait(qr/^connected$/m, 10)
+        or croak "h2client: no connection: " . $self->events;
+    return $self;
+}
+
+sub events { my $t = ZkLock::Test::_slurp($_[0]{log}); $t // '' }
+
+sub wait {
+    my ($self, $re, $timeout) = @_;
+    return ZkLock::Test::wait_for(sub { $self->events =~ $re }, $timeout);
+}
+
+sub _cmd {
+    my ($self, $line) = @_;
+    local $SIG{PIPE} = 'IGNORE';
+    print { $self->{w} } "$line\n";
+}
+
+sub get   { $_[0]->_cmd("get $_[1] $_[2]") }
+sub reset { $_[0]->_cmd("reset $_[1]") }
+sub close { $_[0]->_cmd('close'); ZkLock::Test::proc_wait($_[0]{pid}, 10) }
+
+sub stop {
+    my ($self) = @_;
+    CORE::close delete $self->{w} if $self->{w};
+    defined ZkLock::Test::proc_wait($self->{pid}, 10)
+        or kill 'KILL', -$self->{pid};
+}
 
 1;
