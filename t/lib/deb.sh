@@ -46,10 +46,13 @@ done
 # --- version -------------------------------------------------------------
 # A tag vX.Y[.Z] gives X.Y[.Z] (plus +gitN.HASH past it); without tags,
 # 0.0~gitYYYYMMDD.HHMMSS.HASH from the commit date, so that later commits
-# sort higher; "+dirty" when config or src/ differ from the commit (the
+# sort higher; "+dirty" when what is packaged differs from the commit (the
 # working tree is what gets built).  Outside a git checkout: 0.0~YYYYMMDD.
 # safe.directory: as root, git refuses a checkout owned by another user.
 git_() { git -c safe.directory="$top" -C "$top" "$@"; }
+
+# what goes into the package (paths relative to the checkout)
+packaged="config src README.md conf-examples"
 
 version=${ZK_LOCK_DEB_VERSION:-}
 if [ -z "$version" ] && command -v git >/dev/null 2>&1 \
@@ -64,7 +67,8 @@ then
         version=0.0~git$(TZ=UTC0 git_ log -1 --date=format-local:%Y%m%d.%H%M%S \
             --format=%cd HEAD).$hash
     fi
-    if ! git_ diff --quiet HEAD -- config src 2>/dev/null; then
+    # (status, not diff: an untracked file under src/ counts too)
+    if [ -n "$(git_ status --porcelain -- $packaged 2>/dev/null)" ]; then
         version=$version+dirty
     fi
 fi
@@ -84,7 +88,9 @@ rm -rf "$out"
 src=$out/$pkg-$version
 mkdir -p "$src/debian/source"
 log=$out/build.log
-cp -a "$top/config" "$top/src" "$top/README.md" "$top/conf-examples" "$src/"
+for f in $packaged; do
+    cp -a "$top/$f" "$src/"
+done
 
 # --- debian/ ---------------------------------------------------------------
 # Maintainer: DEBFULLNAME/DEBEMAIL, else the author of the last commit.
