@@ -90,6 +90,9 @@ done
 [ ${#examples[@]} -gt 0 ] || die "no conf-examples/*.conf"
 
 nginx_before=$(nginx_pid)           # a running nginx is left running
+# nginx -t as root creates an empty pid file: removed if absent before
+pidfile_before=0
+[ ! -e "$pidfile" ] || pidfile_before=1
 # log files the examples name, which nginx -t creates: those absent now
 # are removed at the end
 new_logs=()
@@ -127,6 +130,10 @@ cleanup() {
             || echo "FAIL: cleanup could not purge $pkg (see $log)"
     fi
     stop_started_nginx
+    if [ "$pidfile_before" = 0 ] && [ -f "$pidfile" ] && [ ! -s "$pidfile" ]
+    then
+        rm -f "$pidfile"
+    fi
     if [ "$failures" -ne 0 ]; then
         echo "FAIL: deb-check.sh ($failures failure(s); apt's output: $log)"
         [ "$rc" -ne 0 ] || rc=1
