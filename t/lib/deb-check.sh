@@ -103,12 +103,12 @@ installed=0
 
 # nginx running now that was not before: the package's scripts started it.
 stop_started_nginx() {
-    local pid i
+    local pid _
     pid=$(nginx_pid)
     [ -n "$pid" ] && [ "$pid" != "$nginx_before" ] || return 0
     echo "note: stopping the nginx (pid $pid) started during the check"
     kill -QUIT "$pid" 2>/dev/null || true
-    for i in $(seq 50); do
+    for _ in $(seq 50); do     # 5 s
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.1
     done

@@ -68,6 +68,7 @@ then
             --format=%cd HEAD).$hash
     fi
     # (status, not diff: an untracked file under src/ counts too)
+    # shellcheck disable=SC2086 # $packaged is a list of paths
     if [ -n "$(git_ status --porcelain -- $packaged 2>/dev/null)" ]; then
         version=$version+dirty
     fi
@@ -88,7 +89,7 @@ rm -rf "$out"
 src=$out/$pkg-$version
 mkdir -p "$src/debian/source"
 log=$out/build.log
-for f in $packaged; do
+for f in $packaged; do      # word splitting: a list of paths
     cp -a "$top/$f" "$src/"
 done
 
