@@ -22,12 +22,16 @@ open my $fh, '<', $example or die "$example: $!\n";
 my $text = do { local $/; <$fh> };
 close $fh;
 
-# the example's http{} block, pointed at this demo's servers
-my ($http) = $text =~ /^http\s*\{\n(.*)^\}/ms
-    or die "$example: no http block\n";
+# The example is an http-context snippet (for /etc/nginx/conf.d/): the
+# whole of it is the http{} block, pointed at this demo's servers, with its
+# logs in the instance's own prefix rather than /var/log/nginx.
+die "$example: $1 in it: a snippet for conf.d is expected\n"
+    if $text =~ /^\s*(load_module|events|http)\b/m;
+my $http = $text;
 $http =~ s/zk_hosts\s+[^;\s]+?(\/\S*)?;/zk_hosts %%ZK%%$1;/;
 $http =~ s/listen\s+\d+;/listen 127.0.0.1:%%PORT%%;/g;
 $http =~ s/127\.0\.0\.1:9000/%%BACKEND%%/g;
+$http =~ s{/var/log/nginx/}{%%PREFIX%%/logs/}g;
 
 my ($path, $leases) = $http =~ /zk_semaphore\s+(\S+)\s+leases=(\d+)/
     or die "$example: the demo wants a zk_semaphore\n";

@@ -1,0 +1,185 @@
+#!/bin/sh
+# Builds the Debian package libnginx-mod-http-zk-lock_<version>_<arch>.deb
+# with Debian's own tooling for nginx modules (nginx-dev's dh-sequence-nginx:
+# the nginx_mod debhelper build system and dh_nginx), the way Debian builds
+# its libnginx-mod-* packages:
+#
+# * the module is configured against /usr/share/nginx/src with the very
+#   flags of Debian's nginx binary (its conf_flags) and --add-dynamic-module,
+#   built with "make modules", and checked by loading it with nginx -t;
+# * the package installs /usr/lib/nginx/modules/ngx_http_zk_lock_module.so
+#   and /usr/share/nginx/modules-available/mod-http-zk-lock.conf (the
+#   load_module line, written by dh_nginx), and its maintainer scripts (also
+#   dh_nginx's) enable it with a symlink in /etc/nginx/modules-enabled/;
+# * Depends: nginx-abi-<version> (the ABI of the nginx it was built
+#   against, from nginx-dev) and libzookeeper-st2 (from shlibs).
+#
+# Needs: build-essential debhelper dpkg-dev nginx-dev libzookeeper-st-dev
+# (in t/lib/packages).  Works as root or not (Rules-Requires-Root: no, so no
+# fakeroot).  Everything happens in t/build/deb (BUILD_DIR overrides t/build),
+# wiped first: the sources are copied to t/build/deb/<source>-<version>/,
+# debian/ is generated there, the log is t/build/deb/build.log.
+#
+# Usage: t/lib/deb.sh      (ZK_LOCK_DEB_VERSION=<version> to force one)
+# Prints the path of the .deb as the last line of stdout; progress on stderr.
+set -eu
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=${BUILD_DIR:-$top/t/build}/deb
+pkg=libnginx-mod-http-zk-lock
+
+say() { echo "deb.sh: $*" >&2; }
+
+if [ ! -f /usr/share/nginx/src/configure ] \
+    || [ ! -f /usr/share/perl5/Debian/Debhelper/Buildsystem/nginx_mod.pm ]
+then
+    say "nginx-dev (with dh-sequence-nginx) is missing: apt-get install nginx-dev"
+    exit 1
+fi
+for tool in dpkg-buildpackage dh; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        say "$tool not found: apt-get install dpkg-dev debhelper"
+        exit 1
+    }
+done
+
+# --- version -------------------------------------------------------------
+# A tag vX.Y[.Z] gives X.Y[.Z] (plus +gitN.HASH past it); without tags,
+# 0.0~gitYYYYMMDD.HHMMSS.HASH from the commit date, so that later commits
+# sort higher; "+dirty" when what is packaged differs from the commit (the
+# working tree is what gets built).  Outside a git checkout: 0.0~YYYYMMDD.
+# safe.directory: as root, git refuses a checkout owned by another user.
+git_() { git -c safe.directory="$top" -C "$top" "$@"; }
+
+# what goes into the package (paths relative to the checkout)
+packaged="config src README.md conf-examples"
+
+version=${ZK_LOCK_DEB_VERSION:-}
+if [ -z "$version" ] && command -v git >/dev/null 2>&1 \
+    && hash=$(git_ rev-parse --short HEAD 2>/dev/null)
+then
+    if desc=$(git_ describe --tags --match 'v[0-9]*' 2>/dev/null); then
+        # v1.2.3 -> 1.2.3, v1.2.3-4-gabcdef -> 1.2.3+git4.abcdef,
+        # v1.3-rc1 -> 1.3~rc1 (sorts before 1.3, as it should)
+        version=$(echo "$desc" | sed -e 's/^v//' \
+            -e 's/-\([0-9]*\)-g\([0-9a-f]*\)$/+git\1.\2/' -e 's/-/~/g')
+    else
+        version=0.0~git$(TZ=UTC0 git_ log -1 --date=format-local:%Y%m%d.%H%M%S \
+            --format=%cd HEAD).$hash
+    fi
+    # (status, not diff: an untracked file under src/ counts too)
+    # shellcheck disable=SC2086 # $packaged is a list of paths
+    if [ -n "$(git_ status --porcelain -- $packaged 2>/dev/null)" ]; then
+        version=$version+dirty
+    fi
+fi
+[ -n "$version" ] || version=0.0~$(date -u +%Y%m%d)
+case $version in
+    [0-9]*) ;;
+    *) say "bad version '$version' (must start with a digit)"; exit 1 ;;
+esac
+# a native package: no Debian revision, so no "-" in the version
+case $version in
+    *[!0-9A-Za-z.+~]*) say "bad version '$version' (allowed: 0-9A-Za-z.+~)"
+                       exit 1 ;;
+esac
+
+# --- sources ---------------------------------------------------------------
+rm -rf "$out"
+src=$out/$pkg-$version
+mkdir -p "$src/debian/source"
+log=$out/build.log
+for f in $packaged; do      # word splitting: a list of paths
+    cp -a "$top/$f" "$src/"
+done
+
+# --- debian/ ---------------------------------------------------------------
+# Maintainer: DEBFULLNAME/DEBEMAIL, else the author of the last commit.
+name=${DEBFULLNAME:-$(git_ log -1 --format=%an 2>/dev/null || true)}
+email=${DEBEMAIL:-$(git_ log -1 --format=%ae 2>/dev/null || true)}
+maint="${name:-ngx_http_zk_lock_module authors} <${email:-root@localhost}>"
+
+echo "3.0 (native)" > "$src/debian/source/format"
+
+cat > "$src/debian/control" << EOF
+Source: $pkg
+Section: httpd
+Priority: optional
+Maintainer: $maint
+Build-Depends: debhelper-compat (= 13),
+               dh-sequence-nginx,
+               nginx-dev,
+               libzookeeper-st-dev
+Standards-Version: 4.6.2
+Rules-Requires-Root: no
+
+Package: $pkg
+Architecture: any
+Depends: \${misc:Depends}, \${shlibs:Depends}
+Description: ZooKeeper-backed cluster-wide locks for nginx
+ ngx_http_zk_lock_module turns a fleet of nginx servers into one
+ cluster-wide gate backed by ZooKeeper: zk_mutex (one request at a time
+ across the fleet), zk_semaphore (at most N at a time) and zk_rwlock (many
+ readers or one writer), compatible node for node with Apache Curator's
+ recipes.
+ .
+ The module is enabled through /etc/nginx/modules-enabled/; example
+ configurations are in /usr/share/doc/$pkg/examples/.
+EOF
+
+# dh-sequence-nginx (Build-Depends) adds dh_nginx after dh_install and
+# selects the nginx_mod build system for every dh_auto_* step.
+cat > "$src/debian/rules" << 'EOF'
+#!/usr/bin/make -f
+
+# hardening as Debian's own nginx module packages
+export DEB_BUILD_MAINT_OPTIONS = hardening=+all
+
+%:
+	dh $@
+EOF
+chmod 755 "$src/debian/rules"
+
+# No debian/$pkg.nginx: for a package named libnginx-mod-<name>, dh_nginx
+# finds debian/$pkg/usr/lib/nginx/modules/ngx_<name with _>_module.so (put
+# there by nginx_mod's install step), writes modules-available/mod-<name>.conf
+# with its load_module line, adds nginx-abi-* to misc:Depends and the
+# maintainer scripts that link modules-enabled/50-mod-<name>.conf to it.
+echo "conf-examples/*.conf" > "$src/debian/$pkg.examples"
+echo "README.md" > "$src/debian/$pkg.docs"
+
+cat > "$src/debian/copyright" << EOF
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: ngx_http_zk_lock_module
+Comment: The sources state no license: see README.md of the project.
+
+Files: *
+Copyright: ngx_http_zk_lock_module authors
+License: unspecified
+ No license is stated in the sources.
+EOF
+
+cat > "$src/debian/changelog" << EOF
+$pkg ($version) unstable; urgency=medium
+
+  * Package built from the ngx_http_zk_lock_module checkout by t/lib/deb.sh.
+
+ -- $maint  $(date -R)
+EOF
+
+# --- build -----------------------------------------------------------------
+say "building $pkg $version in $src (log: $log)"
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+deb=$out/${pkg}_${version}_$arch.deb
+# -b: binary only (no source package); -us -uc: unsigned.
+if ! (cd "$src" && dpkg-buildpackage -us -uc -b) > "$log" 2>&1; then
+    say "dpkg-buildpackage failed; the end of $log:"
+    tail -30 "$log" >&2
+    exit 1
+fi
+if [ ! -f "$deb" ]; then
+    say "dpkg-buildpackage succeeded but $deb is missing"
+    exit 1
+fi
+say "built $(dpkg-deb -f "$deb" Package Version Depends | tr '\n' ' ')"
+echo "$deb"
