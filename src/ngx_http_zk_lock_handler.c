@@ -45,6 +45,7 @@ typedef struct {
 
     unsigned                      abort:1;    /* zk_lock_lost abort */
     unsigned                      counted:1;  /* as held, in the metrics */
+    unsigned                      bypassed:1; /* let through unlocked */
 } ngx_http_zk_lock_hold_t;
 
 
@@ -117,6 +118,8 @@ static ngx_msec_t ngx_http_zk_lock_spec_timeout(
 static void ngx_http_zk_lock_timeout_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
     int error);
+static void ngx_http_zk_lock_bypassed(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_cleanup(void *data);
@@ -493,6 +496,10 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
             continue;
         }
 
+        if (hold[i].bypassed) {
+            return NGX_OK;
+        }
+
         if (hold[i].node == NULL && hold[i].mutex == NULL) {
             /* lost with its session: no longer held, taken anew */
             continue;
@@ -577,6 +584,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
         ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
         ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_M_BYPASSED, 0);
+        ngx_http_zk_lock_bypassed(ctx, want);
 
         return NGX_DECLINED;
     }
@@ -1132,7 +1140,7 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
 {
     ngx_msec_t                     waited;
     ngx_http_request_t            *r;
-    ngx_http_zk_lock_hold_t       *hold;
+    ngx_http_zk_lock_hold_t       *hold, bypass;
     ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -1182,7 +1190,9 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
         ngx_http_zk_lock_metrics_count(hold->spec,
                                        NGX_HTTP_ZK_LOCK_M_BYPASSED, 0);
 
+        bypass = *hold;
         ngx_http_zk_lock_give_back(ctx);
+        ngx_http_zk_lock_bypassed(ctx, &bypass);
 
         ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
         ctx->status = NGX_DECLINED;
@@ -1227,6 +1237,32 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
     }
 
     ngx_http_zk_lock_resume(ctx);
+}
+
+
+/*
+ * A lock let through unlocked (zk_lock_fail open) stays in the request's
+ * list as such: an internal redirect to it is neither held back nor
+ * counted again
+ */
+
+static void
+ngx_http_zk_lock_bypassed(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *want)
+{
+    ngx_http_zk_lock_hold_t  *hold;
+
+    hold = ngx_array_push(&ctx->holds);
+    if (hold == NULL) {
+        return;
+    }
+
+    *hold = *want;
+    hold->node = NULL;
+    hold->mutex = NULL;
+    hold->pass = ctx->pass;
+    hold->counted = 0;
+    hold->bypassed = 1;
 }
 
 

@@ -15,12 +15,14 @@
 /*
  * Every worker has its own session; what they do is added up in a shared
  * memory zone, so that one scrape of any worker sees the whole instance.
- * There is one entry per lock directive, named by its path as configured
- * (variables unexpanded: a bounded set of names), and one slot per worker.
- * Each worker writes only its own slot's gauges; totals are atomic.
+ * There is one entry per lock path as configured and type (variables
+ * unexpanded: a bounded set of names; directives that share both share
+ * the entry, as Prometheus wants one series per label set), and one slot
+ * per worker.  Each worker writes only its own slot's gauges; totals are
+ * atomic.
  */
 
-#define NGX_HTTP_ZK_LOCK_SLOTS     64
+#define NGX_HTTP_ZK_LOCK_SLOTS     64     /* when worker_processes comes late */
 #define NGX_HTTP_ZK_LOCK_BUCKETS   12
 #define NGX_HTTP_ZK_LOCK_SERVER    64
 
@@ -36,20 +38,37 @@ typedef struct {
 
 
 typedef struct {
-    ngx_atomic_t                  held[NGX_HTTP_ZK_LOCK_SLOTS];
-    ngx_atomic_t                  waiting[NGX_HTTP_ZK_LOCK_SLOTS];
     ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_M_LOST + 1];
     ngx_atomic_t                  wait_sum;   /* ms */
     ngx_atomic_t                  buckets[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
 } ngx_http_zk_lock_stat_t;
 
 
+/* a worker's gauges of one entry */
 typedef struct {
-    ngx_http_zk_lock_slot_t       slots[NGX_HTTP_ZK_LOCK_SLOTS];
-    ngx_http_zk_lock_stat_t       stats[1];
+    ngx_atomic_t                  held;
+    ngx_atomic_t                  waiting;
+} ngx_http_zk_lock_gauges_t;
+
+
+/* in the zone: the slots, the entries, then the gauges [entry][slot] */
+typedef struct {
+    ngx_uint_t                    nslots;
+    ngx_http_zk_lock_slot_t      *slots;
+    ngx_http_zk_lock_stat_t      *stats;
+    ngx_http_zk_lock_gauges_t    *gauges;
 } ngx_http_zk_lock_shm_t;
 
 
+/* one scrape's reading of a histogram: _count is its +Inf bucket */
+typedef struct {
+    ngx_atomic_uint_t             cum[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
+    ngx_atomic_uint_t             sum;
+} ngx_http_zk_lock_histogram_t;
+
+
+static size_t ngx_http_zk_lock_metrics_size(ngx_uint_t nslots,
+    ngx_uint_t nstats);
 static ngx_int_t ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_http_zk_lock_status_handler(ngx_http_request_t *r);
@@ -57,8 +76,21 @@ static u_char *ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names);
 static u_char *ngx_http_zk_lock_prometheus(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_prom_workers(u_char *p,
+    ngx_http_zk_lock_shm_t *shm);
+static u_char *ngx_http_zk_lock_prom_gauges(u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t waiting);
+static u_char *ngx_http_zk_lock_prom_requests(u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_prom_histogram(u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_prom_series(u_char *p, char *family,
+    ngx_http_zk_lock_metric_t *m);
+static void ngx_http_zk_lock_read_histogram(ngx_http_zk_lock_stat_t *st,
+    ngx_http_zk_lock_histogram_t *h);
 static u_char *ngx_http_zk_lock_escape(u_char *p, ngx_str_t *s);
-static ngx_atomic_int_t ngx_http_zk_lock_gauge(ngx_atomic_t *v);
+static ngx_atomic_int_t ngx_http_zk_lock_gauge(ngx_http_zk_lock_shm_t *shm,
+    ngx_uint_t i, ngx_uint_t waiting);
 
 
 /* wait-time histogram bounds, ms */
@@ -87,17 +119,36 @@ ngx_int_t
 ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf)
 {
-    size_t           size;
-    ngx_shm_zone_t  *zone;
+    size_t            size;
+    ngx_uint_t        pages;
+    ngx_shm_zone_t   *zone;
+    ngx_core_conf_t  *ccf;
 
-    /* nginx puts a slab pool at the start of a zone: room for it too */
+    /*
+     * A slot per worker: worker_processes is known here unless it comes
+     * after the http block, and then a slot may serve several workers
+     */
 
-    size = sizeof(ngx_http_zk_lock_shm_t)
-           + lmcf->metrics->nelts * sizeof(ngx_http_zk_lock_stat_t);
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
+                                           ngx_core_module);
+
+    lmcf->slots = (ccf->worker_processes != NGX_CONF_UNSET)
+                  ? (ngx_uint_t) ngx_max(ccf->worker_processes, 1)
+                  : NGX_HTTP_ZK_LOCK_SLOTS;
+
+    size = ngx_http_zk_lock_metrics_size(lmcf->slots, lmcf->metrics->nelts);
+
+    /*
+     * The slab pool at the start of the zone keeps a descriptor for each
+     * page and rounds the block up to whole pages; its header and the
+     * alignment of the first page take a few pages more
+     */
+
+    pages = (size + ngx_pagesize - 1) / ngx_pagesize + 8;
 
     zone = ngx_shared_memory_add(cf, &ngx_http_zk_lock_zone_name,
-                                 ngx_align(size, ngx_pagesize)
-                                 + 8 * ngx_pagesize,
+                                 pages * (ngx_pagesize
+                                          + sizeof(ngx_slab_page_t)),
                                  &ngx_http_zk_lock_module);
     if (zone == NULL) {
         return NGX_ERROR;
@@ -109,7 +160,7 @@ ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
      */
 
     zone->init = ngx_http_zk_lock_metrics_init_zone;
-    zone->data = lmcf->metrics;
+    zone->data = lmcf;
     zone->noreuse = 1;
 
     lmcf->zone = zone;
@@ -118,23 +169,51 @@ ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
 }
 
 
+static size_t
+ngx_http_zk_lock_metrics_size(ngx_uint_t nslots, ngx_uint_t nstats)
+{
+    return sizeof(ngx_http_zk_lock_shm_t)
+           + nslots * sizeof(ngx_http_zk_lock_slot_t)
+           + nstats * sizeof(ngx_http_zk_lock_stat_t)
+           + nstats * nslots * sizeof(ngx_http_zk_lock_gauges_t);
+}
+
+
 static ngx_int_t
 ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
-    size_t            size;
-    ngx_array_t      *metrics;
-    ngx_slab_pool_t  *shpool;
+    size_t                         size;
+    ngx_uint_t                     nstats;
+    ngx_slab_pool_t               *shpool;
+    ngx_http_zk_lock_shm_t        *shm;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
 
-    metrics = shm_zone->data;
+    lmcf = shm_zone->data;
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+    nstats = lmcf->metrics->nelts;
 
-    size = sizeof(ngx_http_zk_lock_shm_t)
-           + metrics->nelts * sizeof(ngx_http_zk_lock_stat_t);
+    size = ngx_http_zk_lock_metrics_size(lmcf->slots, nstats);
 
-    shpool->data = ngx_slab_calloc(shpool, size);
-    if (shpool->data == NULL) {
+    /* the slab's own "no memory" would name neither the module nor why */
+
+    shpool->log_nomem = 0;
+
+    shm = ngx_slab_calloc(shpool, size);
+    if (shm == NULL) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "zk_lock: the metrics of %ui lock paths and %ui "
+                      "workers need %uz bytes, more than the \"%V\" zone "
+                      "of %uz bytes has", nstats, lmcf->slots, size,
+                      &shm_zone->shm.name, shm_zone->shm.size);
         return NGX_ERROR;
     }
+
+    shm->nslots = lmcf->slots;
+    shm->slots = (ngx_http_zk_lock_slot_t *) &shm[1];
+    shm->stats = (ngx_http_zk_lock_stat_t *) &shm->slots[shm->nslots];
+    shm->gauges = (ngx_http_zk_lock_gauges_t *) &shm->stats[nstats];
+
+    shpool->data = shm;
 
     return NGX_OK;
 }
@@ -146,7 +225,8 @@ void
 ngx_http_zk_lock_metrics_worker(void)
 {
     ngx_uint_t                     i;
-    ngx_http_zk_lock_stat_t       *st;
+    ngx_http_zk_lock_shm_t        *shm;
+    ngx_http_zk_lock_gauges_t     *g;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
@@ -156,19 +236,21 @@ ngx_http_zk_lock_metrics_worker(void)
         return;
     }
 
-    ngx_http_zk_lock_shm = ((ngx_slab_pool_t *) lmcf->zone->shm.addr)->data;
-    ngx_http_zk_lock_names = lmcf->metrics;
-    ngx_http_zk_lock_slot = ngx_worker % NGX_HTTP_ZK_LOCK_SLOTS;
+    shm = ((ngx_slab_pool_t *) lmcf->zone->shm.addr)->data;
 
-    ngx_memzero(&ngx_http_zk_lock_shm->slots[ngx_http_zk_lock_slot],
+    ngx_http_zk_lock_shm = shm;
+    ngx_http_zk_lock_names = lmcf->metrics;
+    ngx_http_zk_lock_slot = ngx_worker % shm->nslots;
+
+    ngx_memzero(&shm->slots[ngx_http_zk_lock_slot],
                 sizeof(ngx_http_zk_lock_slot_t));
 
-    ngx_http_zk_lock_shm->slots[ngx_http_zk_lock_slot].pid = ngx_pid;
+    shm->slots[ngx_http_zk_lock_slot].pid = ngx_pid;
 
     for (i = 0; i < lmcf->metrics->nelts; i++) {
-        st = &ngx_http_zk_lock_shm->stats[i];
-        st->held[ngx_http_zk_lock_slot] = 0;
-        st->waiting[ngx_http_zk_lock_slot] = 0;
+        g = &shm->gauges[i * shm->nslots + ngx_http_zk_lock_slot];
+        g->held = 0;
+        g->waiting = 0;
     }
 }
 
@@ -177,27 +259,31 @@ void
 ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     ngx_http_zk_lock_event_e event, ngx_msec_t waited)
 {
-    ngx_uint_t                i, slot;
-    ngx_http_zk_lock_stat_t  *st;
+    ngx_uint_t                  i;
+    ngx_http_zk_lock_shm_t     *shm;
+    ngx_http_zk_lock_stat_t    *st;
+    ngx_http_zk_lock_gauges_t  *g;
 
-    if (ngx_http_zk_lock_shm == NULL) {
+    shm = ngx_http_zk_lock_shm;
+
+    if (shm == NULL) {
         return;
     }
 
-    st = &ngx_http_zk_lock_shm->stats[spec->index];
-    slot = ngx_http_zk_lock_slot;
+    st = &shm->stats[spec->index];
+    g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
 
     (void) ngx_atomic_fetch_add(&st->total[event], 1);
 
     switch (event) {
 
     case NGX_HTTP_ZK_LOCK_M_WAIT:
-        st->waiting[slot]++;
+        g->waiting++;
         return;
 
     case NGX_HTTP_ZK_LOCK_M_ACQUIRED:
-        st->waiting[slot]--;
-        st->held[slot]++;
+        g->waiting--;
+        g->held++;
 
         for (i = 0; i < NGX_HTTP_ZK_LOCK_BUCKETS; i++) {
             if (waited <= ngx_http_zk_lock_bounds[i]) {
@@ -212,12 +298,12 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     case NGX_HTTP_ZK_LOCK_M_UNWAIT:
     case NGX_HTTP_ZK_LOCK_M_TIMEOUT:
     case NGX_HTTP_ZK_LOCK_M_ERROR:
-        st->waiting[slot]--;
+        g->waiting--;
         return;
 
     case NGX_HTTP_ZK_LOCK_M_RELEASED:
     case NGX_HTTP_ZK_LOCK_M_LOST:
-        st->held[slot]--;
+        g->held--;
         return;
 
     default: /* BYPASSED, REJECTED: counted only */
@@ -333,7 +419,7 @@ ngx_http_zk_lock_status_handler(ngx_http_request_t *r)
 
     /* a bound: names escaped at most 2x, each line shorter than 512 */
 
-    size = NGX_HTTP_ZK_LOCK_SLOTS * 5 * 512 + 4096;
+    size = ngx_http_zk_lock_shm->nslots * 5 * 512 + 4096;
     m = ngx_http_zk_lock_names->elts;
 
     for (i = 0; i < ngx_http_zk_lock_names->nelts; i++) {
@@ -380,15 +466,18 @@ ngx_http_zk_lock_status_handler(ngx_http_request_t *r)
 /* the sum of the workers' gauges (a late decrement may make one negative) */
 
 static ngx_atomic_int_t
-ngx_http_zk_lock_gauge(ngx_atomic_t *v)
+ngx_http_zk_lock_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
+    ngx_uint_t waiting)
 {
-    ngx_uint_t        i;
-    ngx_atomic_int_t  n;
+    ngx_uint_t                  k;
+    ngx_atomic_int_t            n;
+    ngx_http_zk_lock_gauges_t  *g;
 
+    g = &shm->gauges[i * shm->nslots];
     n = 0;
 
-    for (i = 0; i < NGX_HTTP_ZK_LOCK_SLOTS; i++) {
-        n += (ngx_atomic_int_t) v[i];
+    for (k = 0; k < shm->nslots; k++) {
+        n += (ngx_atomic_int_t) (waiting ? g[k].waiting : g[k].held);
     }
 
     return n > 0 ? n : 0;
@@ -399,16 +488,16 @@ static u_char *
 ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
-    ngx_uint_t                 i, j, n;
-    ngx_atomic_uint_t          cum;
-    ngx_http_zk_lock_metric_t *m;
-    ngx_http_zk_lock_slot_t  *slot;
-    ngx_http_zk_lock_stat_t  *st;
+    ngx_uint_t                     i, j, n;
+    ngx_http_zk_lock_slot_t       *slot;
+    ngx_http_zk_lock_stat_t       *st;
+    ngx_http_zk_lock_metric_t     *m;
+    ngx_http_zk_lock_histogram_t   h;
 
     p = ngx_sprintf(p, "{\"workers\":[");
     n = 0;
 
-    for (i = 0; i < NGX_HTTP_ZK_LOCK_SLOTS; i++) {
+    for (i = 0; i < shm->nslots; i++) {
         slot = &shm->slots[i];
 
         if (slot->pid == 0) {
@@ -430,6 +519,7 @@ ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
     for (i = 0; i < names->nelts; i++) {
         st = &shm->stats[i];
+        ngx_http_zk_lock_read_histogram(st, &h);
 
         p = ngx_sprintf(p, "%s{\"path\":\"", i ? "," : "");
         p = ngx_http_zk_lock_escape(p, &m[i].name);
@@ -440,25 +530,21 @@ ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
                         ngx_http_zk_lock_kinds[m[i].type],
-                        ngx_http_zk_lock_gauge(st->held),
-                        ngx_http_zk_lock_gauge(st->waiting),
+                        ngx_http_zk_lock_gauge(shm, i, 0),
+                        ngx_http_zk_lock_gauge(shm, i, 1),
                         st->total[NGX_HTTP_ZK_LOCK_M_ACQUIRED],
                         st->total[NGX_HTTP_ZK_LOCK_M_TIMEOUT],
                         st->total[NGX_HTTP_ZK_LOCK_M_ERROR],
                         st->total[NGX_HTTP_ZK_LOCK_M_BYPASSED],
                         st->total[NGX_HTTP_ZK_LOCK_M_REJECTED],
                         st->total[NGX_HTTP_ZK_LOCK_M_LOST],
-                        st->total[NGX_HTTP_ZK_LOCK_M_ACQUIRED],
-                        st->wait_sum);
-
-        cum = 0;
+                        h.cum[NGX_HTTP_ZK_LOCK_BUCKETS], h.sum);
 
         for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
-            cum += st->buckets[j];
             p = ngx_sprintf(p, "%s\"%s\":%uA", j ? "," : "",
                             j < NGX_HTTP_ZK_LOCK_BUCKETS
                             ? ngx_http_zk_lock_bound_names[j] : "+Inf",
-                            cum);
+                            h.cum[j]);
         }
 
         p = ngx_sprintf(p, "}}}");
@@ -472,11 +558,26 @@ static u_char *
 ngx_http_zk_lock_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
-    ngx_uint_t                 i, j, k;
-    ngx_atomic_uint_t          cum, v;
-    ngx_http_zk_lock_metric_t *m;
+    p = ngx_http_zk_lock_prom_workers(p, shm);
+    p = ngx_http_zk_lock_prom_gauges(p, shm, names, 0);
+    p = ngx_http_zk_lock_prom_gauges(p, shm, names, 1);
+    p = ngx_http_zk_lock_prom_requests(p, shm, names);
+
+    return ngx_http_zk_lock_prom_histogram(p, shm, names);
+}
+
+
+/*
+ * A worker is labelled by its index, not its pid: a pid would start new
+ * series at every reload and respawn
+ */
+
+static u_char *
+ngx_http_zk_lock_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
+{
+    ngx_uint_t                i, k;
+    ngx_atomic_uint_t         v;
     ngx_http_zk_lock_slot_t  *slot;
-    ngx_http_zk_lock_stat_t  *st;
 
     static struct {
         char                 *metric;
@@ -491,6 +592,62 @@ ngx_http_zk_lock_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
           "Sessions of the worker that expired." }
     };
 
+    for (k = 0; k < sizeof(workers) / sizeof(workers[0]); k++) {
+        p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n",
+                        workers[k].metric, workers[k].help,
+                        workers[k].metric, workers[k].type);
+
+        for (i = 0; i < shm->nslots; i++) {
+            slot = &shm->slots[i];
+
+            if (slot->pid == 0) {
+                continue;
+            }
+
+            v = (k == 0) ? slot->connected
+                         : (k == 1) ? slot->reconnects : slot->expired;
+
+            p = ngx_sprintf(p, "%s{worker=\"%ui\"} %uA\n",
+                            workers[k].metric, i, v);
+        }
+    }
+
+    return p;
+}
+
+
+static u_char *
+ngx_http_zk_lock_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names, ngx_uint_t waiting)
+{
+    ngx_uint_t                  i;
+    ngx_http_zk_lock_metric_t  *m;
+
+    p = ngx_sprintf(p, waiting
+                    ? "# HELP zk_lock_waiting Requests that wait for the "
+                      "lock.\n# TYPE zk_lock_waiting gauge\n"
+                    : "# HELP zk_lock_held Requests that hold the lock.\n"
+                      "# TYPE zk_lock_held gauge\n");
+
+    m = names->elts;
+
+    for (i = 0; i < names->nelts; i++) {
+        p = ngx_http_zk_lock_prom_series(p, waiting ? "zk_lock_waiting"
+                                                    : "zk_lock_held", &m[i]);
+        p = ngx_sprintf(p, "} %A\n", ngx_http_zk_lock_gauge(shm, i, waiting));
+    }
+
+    return p;
+}
+
+
+static u_char *
+ngx_http_zk_lock_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names)
+{
+    ngx_uint_t                  i, j;
+    ngx_http_zk_lock_metric_t  *m;
+
     static struct {
         char                 *result;
         ngx_uint_t            event;
@@ -503,107 +660,95 @@ ngx_http_zk_lock_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
         { "lost", NGX_HTTP_ZK_LOCK_M_LOST }
     };
 
-    for (k = 0; k < 3; k++) {
-        p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n",
-                        workers[k].metric, workers[k].help,
-                        workers[k].metric, workers[k].type);
-
-        for (i = 0; i < NGX_HTTP_ZK_LOCK_SLOTS; i++) {
-            slot = &shm->slots[i];
-
-            if (slot->pid == 0) {
-                continue;
-            }
-
-            v = (k == 0) ? slot->connected
-                         : (k == 1) ? slot->reconnects : slot->expired;
-
-            p = ngx_sprintf(p, "%s{worker=\"%ui\",pid=\"%uA\"} %uA\n",
-                            workers[k].metric, i, slot->pid, v);
-        }
-    }
+    p = ngx_sprintf(p, "# HELP zk_lock_requests_total Requests at the lock, "
+                    "by result.\n# TYPE zk_lock_requests_total counter\n");
 
     m = names->elts;
 
-    /* gauges, then counters, then the histogram: one family at a time */
-
-    for (k = 0; k < 4; k++) {
-
-        switch (k) {
-        case 0:
-            p = ngx_sprintf(p, "# HELP zk_lock_held Requests that hold the "
-                            "lock.\n# TYPE zk_lock_held gauge\n");
-            break;
-        case 1:
-            p = ngx_sprintf(p, "# HELP zk_lock_waiting Requests that wait "
-                            "for the lock.\n# TYPE zk_lock_waiting gauge\n");
-            break;
-        case 2:
-            p = ngx_sprintf(p, "# HELP zk_lock_requests_total Requests at "
-                            "the lock, by result.\n"
-                            "# TYPE zk_lock_requests_total counter\n");
-            break;
-        default:
-            p = ngx_sprintf(p, "# HELP zk_lock_wait_seconds Time waited for "
-                            "the lock by the requests that got it.\n"
-                            "# TYPE zk_lock_wait_seconds histogram\n");
-        }
-
-        for (i = 0; i < names->nelts; i++) {
-            st = &shm->stats[i];
-
-            if (k < 2) {
-                p = ngx_sprintf(p, "zk_lock_%s{path=\"",
-                                k == 0 ? "held" : "waiting");
-                p = ngx_http_zk_lock_escape(p, &m[i].name);
-                p = ngx_sprintf(p, "\",type=\"%s\"} %A\n",
-                                ngx_http_zk_lock_kinds[m[i].type],
-                                ngx_http_zk_lock_gauge(k == 0 ? st->held
-                                                              : st->waiting));
-                continue;
-            }
-
-            if (k == 2) {
-                for (j = 0; j < sizeof(results) / sizeof(results[0]); j++) {
-                    p = ngx_sprintf(p, "zk_lock_requests_total{path=\"");
-                    p = ngx_http_zk_lock_escape(p, &m[i].name);
-                    p = ngx_sprintf(p, "\",type=\"%s\",result=\"%s\"} %uA\n",
-                                    ngx_http_zk_lock_kinds[m[i].type],
-                                    results[j].result,
-                                    st->total[results[j].event]);
-                }
-
-                continue;
-            }
-
-            cum = 0;
-
-            for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
-                cum += st->buckets[j];
-                p = ngx_sprintf(p, "zk_lock_wait_seconds_bucket{path=\"");
-                p = ngx_http_zk_lock_escape(p, &m[i].name);
-                p = ngx_sprintf(p, "\",type=\"%s\",le=\"%s\"} %uA\n",
-                                ngx_http_zk_lock_kinds[m[i].type],
-                                j < NGX_HTTP_ZK_LOCK_BUCKETS
-                                ? ngx_http_zk_lock_bound_names[j] : "+Inf",
-                                cum);
-            }
-
-            p = ngx_sprintf(p, "zk_lock_wait_seconds_sum{path=\"");
-            p = ngx_http_zk_lock_escape(p, &m[i].name);
-            p = ngx_sprintf(p, "\",type=\"%s\"} %uA.%03uA\n",
-                            ngx_http_zk_lock_kinds[m[i].type],
-                            st->wait_sum / 1000, st->wait_sum % 1000);
-
-            p = ngx_sprintf(p, "zk_lock_wait_seconds_count{path=\"");
-            p = ngx_http_zk_lock_escape(p, &m[i].name);
-            p = ngx_sprintf(p, "\",type=\"%s\"} %uA\n",
-                            ngx_http_zk_lock_kinds[m[i].type],
-                            st->total[NGX_HTTP_ZK_LOCK_M_ACQUIRED]);
+    for (i = 0; i < names->nelts; i++) {
+        for (j = 0; j < sizeof(results) / sizeof(results[0]); j++) {
+            p = ngx_http_zk_lock_prom_series(p, "zk_lock_requests_total",
+                                             &m[i]);
+            p = ngx_sprintf(p, ",result=\"%s\"} %uA\n", results[j].result,
+                            shm->stats[i].total[results[j].event]);
         }
     }
 
     return p;
+}
+
+
+static u_char *
+ngx_http_zk_lock_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names)
+{
+    ngx_uint_t                     i, j;
+    ngx_http_zk_lock_metric_t     *m;
+    ngx_http_zk_lock_histogram_t   h;
+
+    p = ngx_sprintf(p, "# HELP zk_lock_wait_seconds Time waited for the lock "
+                    "by the requests that got it.\n"
+                    "# TYPE zk_lock_wait_seconds histogram\n");
+
+    m = names->elts;
+
+    for (i = 0; i < names->nelts; i++) {
+        ngx_http_zk_lock_read_histogram(&shm->stats[i], &h);
+
+        for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
+            p = ngx_http_zk_lock_prom_series(p, "zk_lock_wait_seconds_bucket",
+                                             &m[i]);
+            p = ngx_sprintf(p, ",le=\"%s\"} %uA\n",
+                            j < NGX_HTTP_ZK_LOCK_BUCKETS
+                            ? ngx_http_zk_lock_bound_names[j] : "+Inf",
+                            h.cum[j]);
+        }
+
+        p = ngx_http_zk_lock_prom_series(p, "zk_lock_wait_seconds_sum", &m[i]);
+        p = ngx_sprintf(p, "} %uA.%03uA\n", h.sum / 1000, h.sum % 1000);
+
+        p = ngx_http_zk_lock_prom_series(p, "zk_lock_wait_seconds_count",
+                                         &m[i]);
+        p = ngx_sprintf(p, "} %uA\n", h.cum[NGX_HTTP_ZK_LOCK_BUCKETS]);
+    }
+
+    return p;
+}
+
+
+/* "family{path=...,type=...": the caller adds labels and the value */
+
+static u_char *
+ngx_http_zk_lock_prom_series(u_char *p, char *family,
+    ngx_http_zk_lock_metric_t *m)
+{
+    p = ngx_sprintf(p, "%s{path=\"", family);
+    p = ngx_http_zk_lock_escape(p, &m->name);
+
+    return ngx_sprintf(p, "\",type=\"%s\"", ngx_http_zk_lock_kinds[m->type]);
+}
+
+
+/*
+ * The buckets are read once, and the count is the last of them: other
+ * workers count on meanwhile, and a count read apart from the buckets
+ * could differ from the +Inf bucket in the same scrape
+ */
+
+static void
+ngx_http_zk_lock_read_histogram(ngx_http_zk_lock_stat_t *st,
+    ngx_http_zk_lock_histogram_t *h)
+{
+    ngx_uint_t         j;
+    ngx_atomic_uint_t  cum;
+
+    h->sum = st->wait_sum;
+    cum = 0;
+
+    for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
+        cum += st->buckets[j];
+        h->cum[j] = cum;
+    }
 }
 
 

@@ -768,6 +768,7 @@ ngx_http_zk_lock_duplicate(ngx_str_t *value, ngx_uint_t first, ngx_uint_t i)
 static char *
 ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 {
+    ngx_uint_t                     i;
     ngx_str_t                     *path;
     ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
@@ -786,14 +787,31 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         }
     }
 
-    metric = ngx_array_push(lmcf->metrics);
-    if (metric == NULL) {
-        return NGX_CONF_ERROR;
+    /* one path in several locations: one series, not the same one twice */
+
+    metric = lmcf->metrics->elts;
+
+    for (i = 0; i < lmcf->metrics->nelts; i++) {
+        if (metric[i].type == spec->type
+            && metric[i].name.len == spec->name.len
+            && ngx_strncmp(metric[i].name.data, spec->name.data,
+                           spec->name.len) == 0)
+        {
+            break;
+        }
     }
 
-    metric->name = spec->name;
-    metric->type = spec->type;
-    spec->index = lmcf->metrics->nelts - 1;
+    spec->index = i;
+
+    if (i == lmcf->metrics->nelts) {
+        metric = ngx_array_push(lmcf->metrics);
+        if (metric == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        metric->name = spec->name;
+        metric->type = spec->type;
+    }
 
     if (spec->counter.len) {
         if (lmcf->counters == NULL) {

@@ -52,6 +52,7 @@ typedef struct {
     struct ACL_vector            *acl;        /* of the nodes created */
     ngx_array_t                  *metrics;    /* ngx_http_zk_lock_metric_t */
     ngx_shm_zone_t               *zone;
+    ngx_uint_t                    slots;      /* of workers, in the zone */
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_array_t                  *literals;   /* recipes of literal paths */
@@ -70,7 +71,7 @@ typedef struct {
 } ngx_http_zk_lock_loc_conf_t;
 
 
-/* the counters of one lock directive, named by its path as configured */
+/* the counters of a lock path as configured and a type of lock */
 typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    type;

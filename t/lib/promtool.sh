@@ -1,0 +1,29 @@
+#!/bin/sh
+# Prints the path of a promtool binary, for t/prometheus.t: the one on PATH,
+# or the one in Debian's prometheus package, fetched with "apt-get download"
+# and unpacked with "dpkg -x" into t/build/promtool (kept for the next run;
+# nothing is installed).  Exits non-zero when neither can be had.
+set -eu
+
+if command -v promtool >/dev/null 2>&1; then
+    command -v promtool
+    exit 0
+fi
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+dir=${BUILD_DIR:-$top/t/build}/promtool
+bin=$dir/root/usr/bin/promtool
+
+if [ ! -x "$bin" ]; then
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    (cd "$dir" && apt-get download prometheus) >"$dir/download.log" 2>&1 || {
+        echo "promtool.sh: apt-get download prometheus failed" \
+             "(see $dir/download.log)" >&2
+        exit 1
+    }
+    dpkg -x "$dir"/prometheus_*.deb "$dir/root"
+    rm -f "$dir"/prometheus_*.deb
+fi
+
+echo "$bin"
