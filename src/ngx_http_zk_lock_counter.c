@@ -8,7 +8,7 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_counter.h"
 
 
 static ngx_http_zk_lock_counter_t *ngx_http_zk_lock_counter_find(
@@ -19,6 +19,16 @@ static void ngx_http_zk_lock_counter_done(int rc, const char *value,
 static void ngx_http_zk_lock_counter_exists(int rc, const struct Stat *stat,
     const void *data);
 static ngx_uint_t ngx_http_zk_lock_counter_parse(u_char *p, int len);
+
+
+static ngx_http_zk_lock_recount_pt  ngx_http_zk_lock_recount;
+
+
+void
+ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recount_pt handler)
+{
+    ngx_http_zk_lock_recount = handler;
+}
 
 
 ngx_http_zk_lock_counter_t *
@@ -134,7 +144,9 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
 
     /* the locks that count on it are evaluated again */
 
-    ngx_http_zk_lock_recipe_recount(s, c);
+    if (ngx_http_zk_lock_recount) {
+        ngx_http_zk_lock_recount(s, c);
+    }
 }
 
 

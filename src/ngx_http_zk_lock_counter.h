@@ -28,6 +28,12 @@ typedef struct {
 } ngx_http_zk_lock_counter_t;
 
 
+/* tells the layer above that a count changed: the locks using it */
+typedef void (*ngx_http_zk_lock_recount_pt)(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_counter_t *c);
+
+
+void ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recount_pt handler);
 ngx_http_zk_lock_counter_t *ngx_http_zk_lock_counter(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path);
 void ngx_http_zk_lock_counters_connected(ngx_http_zk_lock_session_t *s);

@@ -31,6 +31,8 @@ static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_http_zk_lock_spec_t *spec);
+static char *ngx_http_zk_lock_param(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
 static ngx_uint_t ngx_http_zk_lock_duplicate(ngx_str_t *value,
     ngx_uint_t first, ngx_uint_t i);
 static char *ngx_http_zk_lock_register(ngx_conf_t *cf,
@@ -39,7 +41,6 @@ static char *ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
-static uint32_t ngx_http_zk_lock_utf8(u_char **pp, u_char *last);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
 static char *ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
@@ -48,8 +49,6 @@ static char *ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd,
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 
-
-#define NGX_HTTP_ZK_LOCK_BAD_UTF8  0xffffffff
 
 
 /* the recipe of a literal lock path, and where it was first configured */
@@ -578,9 +577,8 @@ static char *
 ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_http_zk_lock_spec_t *spec)
 {
-    ngx_int_t    n;
     ngx_str_t   *value, s;
-    ngx_uint_t   i, j, first, dflt;
+    ngx_uint_t   i, first, dflt;
 
     value = cf->args->elts;
     first = 2;
@@ -621,99 +619,11 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
             return NGX_CONF_ERROR;
         }
 
-        if (ngx_strncmp(value[i].data, "timeout=", 8) == 0) {
-
-            s.len = value[i].len - 8;
-            s.data = value[i].data + 8;
-
-            spec->timeout = ngx_parse_time(&s, 0);
-            if (spec->timeout == (ngx_msec_t) NGX_ERROR) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid timeout \"%V\"", &value[i]);
-                return NGX_CONF_ERROR;
-            }
-
-            continue;
+        if (ngx_http_zk_lock_param(cf, spec, &value[i]) != NGX_CONF_OK) {
+            return NGX_CONF_ERROR;
         }
 
-        if (ngx_strncmp(value[i].data, "max_waiting=", 12) == 0) {
-
-            n = ngx_atoi(value[i].data + 12, value[i].len - 12);
-            if (n == NGX_ERROR || n == 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid max_waiting \"%V\"", &value[i]);
-                return NGX_CONF_ERROR;
-            }
-
-            spec->max_waiting = n;
-            continue;
-        }
-
-        if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
-            && ngx_strncmp(value[i].data, "protocol=", 9) == 0)
-        {
-            n = ngx_http_zk_lock_choice(cf, &value[i], 9, "v2", "v1");
-            if (n == NGX_ERROR) {
-                return NGX_CONF_ERROR;
-            }
-
-            spec->v2 = n;
-            continue;
-        }
-
-        /* Curator's InterProcessSemaphoreMutex: a v2 semaphore, 1 lease */
-
-        if (spec->type == NGX_HTTP_ZK_LOCK_MUTEX
-            && ngx_strncmp(value[i].data, "reentrant=", 10) == 0)
-        {
-            n = ngx_http_zk_lock_choice(cf, &value[i], 10, "off", "on");
-            if (n == NGX_ERROR) {
-                return NGX_CONF_ERROR;
-            }
-
-            spec->v2 = n;
-            spec->reentrant = !n;
-            continue;
-        }
-
-        if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
-            && ngx_strncmp(value[i].data, "leases=zk:", 10) == 0)
-        {
-            spec->counter.data = value[i].data + 10;
-            spec->counter.len = value[i].len - 10;
-
-            if (ngx_http_zk_lock_check_path(&spec->counter) != NGX_OK) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid lease count path in \"%V\"",
-                                   &value[i]);
-                return NGX_CONF_ERROR;
-            }
-
-            continue;
-        }
-
-        if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
-            && (ngx_strncmp(value[i].data, "leases=", 7) == 0
-                || ngx_strncmp(value[i].data, "leases_default=", 15) == 0))
-        {
-            j = (value[i].data[6] == '=') ? 7 : 15;
-            dflt |= (j == 15);
-
-            n = ngx_atoi(value[i].data + j, value[i].len - j);
-            if (n == NGX_ERROR || n < 1) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid number of leases \"%V\"",
-                                   &value[i]);
-                return NGX_CONF_ERROR;
-            }
-
-            spec->leases = n;
-            continue;
-        }
-
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\"", &value[i]);
-        return NGX_CONF_ERROR;
+        dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
     }
 
     if (dflt && spec->counter.len == 0) {
@@ -734,6 +644,109 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
     }
 
     return NGX_CONF_OK;
+}
+
+
+/* one parameter of a lock directive */
+
+static char *
+ngx_http_zk_lock_param(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    size_t      j;
+    ngx_int_t   n;
+    ngx_str_t   s;
+
+    if (ngx_strncmp(value->data, "timeout=", 8) == 0) {
+
+        s.len = value->len - 8;
+        s.data = value->data + 8;
+
+        spec->timeout = ngx_parse_time(&s, 0);
+        if (spec->timeout == (ngx_msec_t) NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid timeout \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value->data, "max_waiting=", 12) == 0) {
+
+        n = ngx_atoi(value->data + 12, value->len - 12);
+        if (n == NGX_ERROR || n == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid max_waiting \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        spec->max_waiting = n;
+        return NGX_CONF_OK;
+    }
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "protocol=", 9) == 0)
+    {
+        n = ngx_http_zk_lock_choice(cf, value, 9, "v2", "v1");
+        if (n == NGX_ERROR) {
+            return NGX_CONF_ERROR;
+        }
+
+        spec->v2 = n;
+        return NGX_CONF_OK;
+    }
+
+    /* Curator's InterProcessSemaphoreMutex: a v2 semaphore, 1 lease */
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_MUTEX
+        && ngx_strncmp(value->data, "reentrant=", 10) == 0)
+    {
+        n = ngx_http_zk_lock_choice(cf, value, 10, "off", "on");
+        if (n == NGX_ERROR) {
+            return NGX_CONF_ERROR;
+        }
+
+        spec->v2 = n;
+        spec->reentrant = !n;
+        return NGX_CONF_OK;
+    }
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "leases=zk:", 10) == 0)
+    {
+        spec->counter.data = value->data + 10;
+        spec->counter.len = value->len - 10;
+
+        if (ngx_http_zk_lock_check_path(&spec->counter) != NGX_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid lease count path in \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && (ngx_strncmp(value->data, "leases=", 7) == 0
+            || ngx_strncmp(value->data, "leases_default=", 15) == 0))
+    {
+        j = (value->data[6] == '=') ? 7 : 15;
+
+        n = ngx_atoi(value->data + j, value->len - j);
+        if (n == NGX_ERROR || n < 1) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid number of leases \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        spec->leases = n;
+        return NGX_CONF_OK;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\"", value);
+    return NGX_CONF_ERROR;
 }
 
 
@@ -993,131 +1006,6 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 }
 
 
-/*
- * The rule for a path segment, from configuration or from variables: not
- * empty, not "." or "..", no "/", no control characters, valid UTF-8
- * without the code points ZooKeeper refuses; "zookeeper" is reserved at
- * the top.
- */
-
-const char *
-ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top)
-{
-    u_char    *p, *last;
-    uint32_t   u;
-
-    if (seg->len == 0) {
-        return "empty";
-    }
-
-    if ((seg->len == 1 && seg->data[0] == '.')
-        || (seg->len == 2 && seg->data[0] == '.' && seg->data[1] == '.'))
-    {
-        return "\".\" or \"..\"";
-    }
-
-    if (top && seg->len == 9 && ngx_strncmp(seg->data, "zookeeper", 9) == 0) {
-        return "reserved by ZooKeeper";
-    }
-
-    p = seg->data;
-    last = p + seg->len;
-
-    while (p < last) {
-
-        if (*p < 0x80) {
-            if (*p < 0x20 || *p == 0x7f) {
-                return "a control character";
-            }
-
-            if (*p == '/') {
-                return "a \"/\"";
-            }
-
-            p++;
-            continue;
-        }
-
-        u = ngx_http_zk_lock_utf8(&p, last);
-
-        if (u == NGX_HTTP_ZK_LOCK_BAD_UTF8) {
-            return "not valid UTF-8";
-        }
-
-        /*
-         * ZooKeeper checks paths as Java strings: what is beyond U+FFFF
-         * becomes a surrogate pair, refused like the rest of D800-F8FF
-         */
-
-        if (u <= 0x9f
-            || (u >= 0xd800 && u <= 0xf8ff)
-            || (u >= 0xfff0))
-        {
-            return "a character ZooKeeper refuses";
-        }
-    }
-
-    return NULL;
-}
-
-
-/*
- * Strict UTF-8 (no overlong forms, no truncation, continuation bytes
- * checked): ngx_utf8_decode() is lenient, and ZooKeeper would turn what it
- * lets through into U+FFFD, which it refuses.
- */
-
-static uint32_t
-ngx_http_zk_lock_utf8(u_char **pp, u_char *last)
-{
-    u_char    *p;
-    uint32_t   u, min;
-    ngx_uint_t n;
-
-    p = *pp;
-    u = *p++;
-
-    if (u >= 0xc2 && u <= 0xdf) {
-        n = 1;
-        u &= 0x1f;
-        min = 0x80;
-
-    } else if (u >= 0xe0 && u <= 0xef) {
-        n = 2;
-        u &= 0x0f;
-        min = 0x800;
-
-    } else if (u >= 0xf0 && u <= 0xf4) {
-        n = 3;
-        u &= 0x07;
-        min = 0x10000;
-
-    } else {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-    }
-
-    if ((size_t) (last - p) < n) {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-    }
-
-    while (n--) {
-        if ((*p & 0xc0) != 0x80) {
-            return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-        }
-
-        u = (u << 6) | (*p++ & 0x3f);
-    }
-
-    if (u < min || u > 0x10ffff) {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-    }
-
-    *pp = p;
-
-    return u;
-}
-
-
 static ngx_int_t
 ngx_http_zk_lock_init(ngx_conf_t *cf)
 {
@@ -1190,6 +1078,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 {
     ngx_str_t                     *path;
     ngx_uint_t                     i;
+    ngx_http_zk_lock_session_t    *s;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     /* not in cache managers and loaders */
@@ -1208,7 +1097,19 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     ngx_http_zk_lock_metrics_worker();
 
-    if (ngx_http_zk_lock_session_init(cycle, lmcf->session) != NGX_OK) {
+    /* the layers above the session hear of it through these alone */
+
+    s = lmcf->session;
+
+    s->state_handler = ngx_http_zk_lock_metrics_session;
+    s->connect_handler = ngx_http_zk_lock_recipe_connected;
+    s->expire_handler = ngx_http_zk_lock_recipe_expired;
+    s->close_handler = ngx_http_zk_lock_recipe_free;
+    s->watch_handler = ngx_http_zk_lock_recipe_watch;
+
+    ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recipe_recount);
+
+    if (ngx_http_zk_lock_session_init(cycle, s) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -1221,7 +1122,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
         path = lmcf->counters->elts;
 
         for (i = 0; i < lmcf->counters->nelts; i++) {
-            if (ngx_http_zk_lock_counter(lmcf->session, &path[i]) == NULL) {
+            if (ngx_http_zk_lock_counter(s, &path[i]) == NULL) {
                 return NGX_ERROR;
             }
         }

@@ -13,18 +13,13 @@
 #include <ngx_http.h>
 #include <zookeeper/zookeeper.h>
 
+#include "ngx_http_zk_lock_session.h"
+
 
 #define NGX_HTTP_ZK_LOCK_MUTEX        1
 #define NGX_HTTP_ZK_LOCK_SEMAPHORE    2
 #define NGX_HTTP_ZK_LOCK_RWLOCK_READ  3
 #define NGX_HTTP_ZK_LOCK_RWLOCK_WRITE 4
-
-/* the longest zk_lock_max_path: ZooKeeper allows far longer */
-#define NGX_HTTP_ZK_LOCK_MAX_PATH     4096
-
-
-typedef struct ngx_http_zk_lock_session_s  ngx_http_zk_lock_session_t;
-
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */
 typedef struct {
@@ -76,9 +71,6 @@ typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    type;
 } ngx_http_zk_lock_metric_t;
-
-
-const char *ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top);
 
 
 extern ngx_module_t  ngx_http_zk_lock_module;

@@ -30,6 +30,10 @@
  */
 
 
+/* the longest path, the bound of zk_lock_max_path: ZooKeeper allows longer */
+#define NGX_HTTP_ZK_LOCK_MAX_PATH  4096
+
+
 typedef struct ngx_http_zk_lock_s          ngx_http_zk_lock_t;
 typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
 

@@ -10,8 +10,6 @@
 #include <poll.h>
 
 #include "ngx_http_zk_lock_session.h"
-#include "ngx_http_zk_lock_recipe.h"
-#include "ngx_http_zk_lock_metrics.h"
 
 
 /* responses handled per read event before yielding to other events */
@@ -59,6 +57,8 @@ static int ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s,
     int events);
 static void ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_session_pt handler);
 static void ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s,
     int state);
 static void ngx_http_zk_lock_session_zlog(const char *message);
@@ -192,7 +192,9 @@ ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
         s->zh = NULL;
     }
 
-    ngx_http_zk_lock_recipe_free(s);
+    if (s->close_handler) {
+        s->close_handler(s);
+    }
 }
 
 
@@ -936,8 +938,8 @@ ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
     ngx_log_debug2(NGX_LOG_DEBUG_EVENT, &s->log, 0,
                    "zk lock: watch event %d on \"%s\"", type, path);
 
-    if (path && path[0] == '/') {
-        ngx_http_zk_lock_recipe_watch(s, type, path);
+    if (path && path[0] == '/' && s->watch_handler) {
+        s->watch_handler(s, type, path);
     }
 }
 
@@ -963,8 +965,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
                       (int64_t) zoo_client_id(s->zh)->client_id,
                       server ? server : "?");
 
-        ngx_http_zk_lock_metrics_session(s);
-        ngx_http_zk_lock_recipe_connected(s);
+        ngx_http_zk_lock_session_tell(s, s->connect_handler);
         return;
     }
 
@@ -978,7 +979,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
             ngx_log_error(NGX_LOG_WARN, &s->log, 0,
                           "zookeeper connection lost, reconnecting");
 
-            ngx_http_zk_lock_metrics_session(s);
+            ngx_http_zk_lock_session_tell(s, NULL);
         }
 
         return;
@@ -993,14 +994,29 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
                       state == ZOO_EXPIRED_SESSION_STATE
                       ? "expired" : "failed authentication");
 
-        ngx_http_zk_lock_metrics_session(s);
-        ngx_http_zk_lock_recipe_expired(s);
+        ngx_http_zk_lock_session_tell(s, s->expire_handler);
 
         /* the handle cannot be closed from inside zookeeper_process() */
 
         if (!s->renew.posted) {
             ngx_post_event(&s->renew, &ngx_posted_events);
         }
+    }
+}
+
+
+/* the owner hears of every change of state, and then of this one */
+
+static void
+ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_session_pt handler)
+{
+    if (s->state_handler) {
+        s->state_handler(s);
+    }
+
+    if (handler) {
+        handler(s);
     }
 }
 

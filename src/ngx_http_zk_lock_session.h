@@ -10,17 +10,24 @@
 
 #include <ngx_config.h>
 #include <ngx_core.h>
+#include <ngx_event.h>
 #include <zookeeper/zookeeper.h>
-
-#include "ngx_http_zk_lock_module.h"
 
 
 /*
  * The ZooKeeper session of one worker process, shared by all its requests.
  * The single-threaded client's socket is wrapped in an ngx_connection_t and
  * its timeouts in a timer, so that every completion and watch runs from the
- * worker's event loop, inside zookeeper_process().
+ * worker's event loop, inside zookeeper_process().  The session knows
+ * nothing of locks or HTTP: it tells its owner what happens through the
+ * handlers the owner sets, as ngx_resolver_ctx_t.handler does.
  */
+
+typedef struct ngx_http_zk_lock_session_s  ngx_http_zk_lock_session_t;
+
+typedef void (*ngx_http_zk_lock_session_pt)(ngx_http_zk_lock_session_t *s);
+typedef void (*ngx_http_zk_lock_watch_pt)(ngx_http_zk_lock_session_t *s,
+    int type, const char *path);
 
 #define NGX_HTTP_ZK_LOCK_UUID_LEN  36
 
@@ -63,6 +70,14 @@ struct ngx_http_zk_lock_session_s {
     uint64_t                      uuid_key[2];
     uint64_t                      uuid_seq;
     u_char                        ours[3 + NGX_HTTP_ZK_LOCK_UUID_LEN];
+
+    /* the owner's: each may be NULL */
+    ngx_http_zk_lock_session_pt   state_handler;   /* any change of state */
+    ngx_http_zk_lock_session_pt   connect_handler; /* connected, or again */
+    ngx_http_zk_lock_session_pt   expire_handler;  /* its nodes are gone */
+    ngx_http_zk_lock_session_pt   close_handler;   /* at exit, closed */
+    ngx_http_zk_lock_watch_pt     watch_handler;   /* a node watch fired */
+    void                         *data;
 
     unsigned                      connected:1;
     unsigned                      down:1;     /* an attempt has failed */
