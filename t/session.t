@@ -345,6 +345,8 @@ EOF
 
     like($C->error_log, qr/worker process $victim exited on signal 9/,
         'C: the kill is logged');
+    $C->expect_log(
+        qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/);
     check_logs('SIGKILL (except the expected exit on signal 9)',
         [C => $C, qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/]);
     check_logs('SIGKILL', [A => $A], [B => $B]);

@@ -133,7 +133,5 @@ no_ephemerals($zk, '/try', 'at the end');
 my $log = $ng->error_log;
 like($log, qr/zk_mutex "\/try\/m" not acquired in \d+ms/,
     'the refused try is logged like a timeout');
-unlike($log, qr/\[(?:alert|crit|emerg)\]/, 'no alert, crit or emerg');
-unlike($log, qr/exited on signal/, 'no worker crashed');
 
 done_testing();

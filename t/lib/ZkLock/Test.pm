@@ -92,7 +92,13 @@ error_log (text), access_log (text), conf (text), get($uri, %o)
 (= http_get on its port), reload([$new_http_body]) (HUP; returns true
 once only new workers remain - old ones exited or are "shutting down" -
 false after 10 s, e.g. when the new conf is invalid), stop (QUIT,
-10 s, then TERM/KILL), start (again, same prefix and port).
+10 s, then TERM/KILL), start (again, same prefix and port),
+expect_log(qr/.../) (lines at alert, crit or emerg, or "exited on signal",
+that the test causes on purpose).
+Every nginx started is checked when the test calls done_testing: one test
+per instance asserts that no worker exited on a signal and nothing was
+logged at alert, crit or emerg, other than the lines it expects. Tests
+need not check that themselves.
 
 =item nginx_test_conf($http_body, %opt) -> ($exit_code, $output)
 
@@ -184,6 +190,7 @@ use POSIX qw(WNOHANG setpgid _exit);
 use Socket qw(AF_INET SOCK_STREAM SOL_SOCKET SO_ERROR inet_aton
     pack_sockaddr_in);
 use Test::More ();
+use Test2::API qw(test2_add_callback_testing_done);
 use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(
@@ -208,6 +215,25 @@ our $NGINX   = $ENV{ZK_LOCK_NGINX} || $ENV{TEST_NGINX_BINARY}
 our $ZK_JAR  = '/usr/share/java/zookeeper.jar';
 our $SLF4J_SIMPLE = '/usr/share/java/slf4j-simple.jar';    # log binding
 our $KEEP    = $ENV{ZK_TEST_KEEP} ? 1 : 0;
+
+# Every nginx a test started is checked when the test calls done_testing,
+# as nginx-tests checks each instance's log at teardown: no worker exited
+# on a signal, nothing logged at alert, crit or emerg, but for the lines
+# the test said it expects ($ng->expect_log(qr/.../)).
+our @NGINX_STARTED;
+
+# only in a test (*.t): the callback makes any script count as one,
+# and the demo and the benchmarks are not
+test2_add_callback_testing_done(sub {
+    for my $ng (@NGINX_STARTED) {
+        my @bad = grep { /\[(?:alert|crit|emerg)\]|exited on signal/
+                         && !$ng->expected($_) } split /\n/, $ng->error_log;
+        Test::More::ok(!@bad, "nginx on port $ng->{port}: no worker "
+            . 'crashed, nothing logged at alert, crit or emerg')
+            or Test::More::diag(join "\n", @bad);
+    }
+}) if $0 =~ /\.t\z/;
+
 my  $JSON    = JSON::PP->new->utf8->canonical;
 
 # ---------------------------------------------------------- process registry
@@ -1338,6 +1364,11 @@ sub port       { $_[0]{port} }
 sub pid        { $_[0]{pid} }
 sub prefix     { $_[0]{prefix} }
 sub conf       { ZkLock::Test::_slurp("$_[0]{prefix}/nginx.conf") }
+
+# alert/crit/emerg or crash lines the test causes on purpose
+sub expect_log { push @{ $_[0]{expect} }, $_[1]; $_[0] }
+sub expected   { my ($s, $l) = @_; grep { $l =~ $_ } @{ $s->{expect} // [] } }
+
 sub error_log  { ZkLock::Test::_slurp("$_[0]{prefix}/logs/error.log") }
 sub access_log { ZkLock::Test::_slurp("$_[0]{prefix}/logs/access.log") }
 sub get        { my $s = shift; ZkLock::Test::http_get($s->{port}, @_) }
@@ -1360,7 +1391,11 @@ sub start {
             my $n = () = $self->worker_pids;
             return $self->{workers} =~ /^\d+$/ ? $n == $self->{workers} : $n;
         }, $self->{opt}{timeout} // 10, 0.05);
-        return $self if $up && $up != -1;
+        if ($up && $up != -1) {
+            push @ZkLock::Test::NGINX_STARTED, $self
+                unless $self->{checked}++;
+            return $self;
+        }
         my $log = $self->_startup_log;
         ZkLock::Test::_terminate(delete $self->{pid}, 'TERM', 2);
         if ($log =~ /Address already in use/ && !$fixed) {
