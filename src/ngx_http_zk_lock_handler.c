@@ -1487,7 +1487,8 @@ ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
         node = hold[i].node;
 
         if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            len += ngx_strlen(node->lock->path) + 1 + node->name_len + 1;
+            len += ngx_strlen(ngx_http_zk_lock_node_path(node)) + 1
+                   + node->name_len + 1;
         }
     }
 
@@ -1511,7 +1512,7 @@ ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
                 *p++ = ' ';
             }
 
-            p = ngx_sprintf(p, "%s/%*s", node->lock->path,
+            p = ngx_sprintf(p, "%s/%*s", ngx_http_zk_lock_node_path(node),
                             node->name_len, node->name);
         }
     }

@@ -11,25 +11,10 @@
 #include "ngx_http_zk_lock_recipe.h"
 
 
-#define NGX_HTTP_ZK_LOCK_SEQ_LEN        10
-
-/* "_c_" <UUID> "-": what comes before the kind in a participant's name */
-#define NGX_HTTP_ZK_LOCK_PREFIX_LEN     (3 + NGX_HTTP_ZK_LOCK_UUID_LEN + 1)
-
-/* a child that is no participant: sorts last, in nobody's way */
-#define NGX_HTTP_ZK_LOCK_SEQ_NONE       NGX_MAX_UINT32_VALUE
-
-/* a participant whose sequence number ZooKeeper wrote negative */
-#define NGX_HTTP_ZK_LOCK_SEQ_WRAPPED    (NGX_MAX_UINT32_VALUE - 1)
 #define NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS   3
 
 /* lease counts told apart when choosing the nodes to watch */
 #define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
-
-/* a node's watch on itself */
-#define NGX_HTTP_ZK_LOCK_SELF_NONE      0
-#define NGX_HTTP_ZK_LOCK_SELF_SENT      1
-#define NGX_HTTP_ZK_LOCK_SELF_SET       2
 
 /*
  * A listing longer than this is a deep queue, where a worker watches the
@@ -49,21 +34,63 @@
 #define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
 
 
-/* "seq" comes first here and in an entry: see first_seq() */
+/* the watches a worker remembers in one lock, so as to set each once */
+#define NGX_HTTP_ZK_LOCK_WATCHED  16
 
-typedef struct {
-    uint32_t                      seq;
-    ngx_uint_t                    write;      /* a write lock's node */
-    ngx_uint_t                    writes;     /* write nodes before it */
-    size_t                        len;
-    u_char                       *name;
-} ngx_http_zk_lock_child_t;
+
+/* one lock path with participants in this worker */
+
+struct ngx_http_zk_lock_s {
+    ngx_str_node_t                sn;         /* key: the path */
+    ngx_queue_t                   queue;      /* in session->all */
+    ngx_queue_t                   nodes;
+    ngx_http_zk_lock_session_t   *session;
+    ngx_uint_t                    refs;       /* nodes and completions */
+    ngx_uint_t                    sent;       /* listings asked for */
+    ngx_uint_t                    answered;   /* listings answered */
+    ngx_uint_t                    nwatched;
+    uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
+
+    ngx_http_zk_lock_listing_t    listing;    /* the last one */
+    ngx_uint_t                    span;       /* the entries to watch there */
+    ngx_uint_t                    transient;  /* levels to delete when idle */
+
+    unsigned                      count:1;    /* lists with a watch */
+    unsigned                      wanted:1;   /* a listing, after this one */
+    unsigned                      deep:1;     /* see window() */
+    unsigned                      reads:1;    /* readers wait */
+    u_char                        path[1];
+};
 
 
 typedef struct {
     ngx_http_zk_lock_t           *lock;
     uint32_t                      seq;
 } ngx_http_zk_lock_watch_t;
+
+
+/* the first waiter of this worker with a lease count, in a listing */
+
+typedef struct {
+    ngx_uint_t                    leases;
+    ngx_uint_t                    index;
+    ngx_http_zk_lock_node_t      *node;
+} ngx_http_zk_lock_first_t;
+
+
+/* a listing, as evaluate() places the nodes of this worker in it */
+
+typedef struct {
+    ngx_http_zk_lock_child_t     *children;
+    ngx_uint_t                    n;
+    ngx_uint_t                    first_write;
+    ngx_uint_t                    span;       /* the most leases waited for */
+    ngx_uint_t                    nfirsts;
+    ngx_http_zk_lock_first_t      firsts[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+
+    unsigned                      reads:1;    /* readers wait */
+    unsigned                      deferred:1; /* a deep queue's late nodes */
+} ngx_http_zk_lock_placing_t;
 
 
 typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
@@ -79,6 +106,9 @@ static ngx_http_zk_lock_t *ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s,
     u_char *path, size_t len);
 static void ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_node_state(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_state_e state);
+static void ngx_http_zk_lock_node_held(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc);
 static void ngx_http_zk_lock_node_tell(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_notify_handler(ngx_event_t *ev);
@@ -104,12 +134,15 @@ static void ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
 static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
-static ngx_int_t ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-static ngx_http_zk_lock_entry_t *ngx_http_zk_lock_cache_remove(
-    ngx_http_zk_lock_t *lock, uint32_t seq);
-static u_char *ngx_http_zk_lock_entry_name(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_entry_t *e);
+static ngx_int_t ngx_http_zk_lock_parse(ngx_http_zk_lock_t *lock,
+    const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl);
+static void ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl);
+static void ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
+    ngx_uint_t i, ngx_uint_t leases);
+static void ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_placing_t *pl);
 static void ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq);
 static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
@@ -122,29 +155,14 @@ static void ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock,
     uint32_t seq);
 static ngx_int_t ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-static ngx_int_t ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static void ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name);
 static void ngx_http_zk_lock_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq);
 static void ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 static void ngx_http_zk_lock_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static ngx_uint_t ngx_http_zk_lock_first_seq(void *base, size_t size,
-    ngx_uint_t n, uint32_t seq);
-static ngx_uint_t ngx_http_zk_lock_is_write(u_char *name);
-static uint32_t ngx_http_zk_lock_seq(u_char *name, size_t len);
-static int ngx_libc_cdecl ngx_http_zk_lock_child_cmp(const void *one,
-    const void *two);
 static u_char *ngx_http_zk_lock_child_path(u_char *buf,
     ngx_http_zk_lock_t *lock, u_char *name);
-
-
-/* Curator's lock names: the read and write ones have the same length */
-
-static const char  *ngx_http_zk_lock_kind_name[] = {
-    "lock-", "__READ__", "__WRIT__", "lease-"
-};
 
 
 #if (NGX_DEBUG)
@@ -271,10 +289,19 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
         break;
 
     default: /* PARKED, FAILED */
-        node->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
         ngx_http_zk_lock_node_gc(node);
         break;
     }
+}
+
+
+/* the lock's path, null-terminated, for the owner's variables */
+
+u_char *
+ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node)
+{
+    return node->lock->path;
 }
 
 
@@ -563,7 +590,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
         return;
     }
 
-    seq = ngx_http_zk_lock_seq(p + 1, ngx_strlen(p + 1));
+    seq = ngx_http_zk_lock_listing_seq(p + 1, ngx_strlen(p + 1));
 
     if (ngx_http_zk_lock_session_ours(s, p + 1)) {
 
@@ -702,10 +729,7 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     lock->sent = 0;
     lock->answered = 0;
     lock->nwatched = 0;
-    lock->cache = NULL;
-    lock->ncache = 0;
-    lock->head = 0;
-    lock->live = 0;
+    ngx_memzero(&lock->listing, sizeof(ngx_http_zk_lock_listing_t));
     lock->span = 0;
     lock->count = 0;
     lock->wanted = 0;
@@ -750,10 +774,7 @@ ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock)
     ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
     ngx_queue_remove(&lock->queue);
 
-    if (lock->cache) {
-        ngx_free(lock->cache);
-    }
-
+    ngx_http_zk_lock_listing_free(&lock->listing);
     ngx_free(lock);
 }
 
@@ -781,12 +802,37 @@ ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node)
 }
 
 
+/* every move of the diagram beside the enum goes through here */
+
+static void
+ngx_http_zk_lock_node_state(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_state_e state)
+{
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
+                   "zk lock: \"%s/%s\" %s -> %s", node->lock->path,
+                   node->name, ngx_http_zk_lock_state_name[node->state],
+                   ngx_http_zk_lock_state_name[state]);
+
+    node->state = state;
+}
+
+
+/* the owner is told that it holds the lock */
+
+static void
+ngx_http_zk_lock_node_held(ngx_http_zk_lock_node_t *node)
+{
+    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_HELD);
+    ngx_http_zk_lock_node_tell(node);
+}
+
+
 static void
 ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc)
 {
     node->was_held = (node->state == NGX_HTTP_ZK_LOCK_HELD);
-    node->state = NGX_HTTP_ZK_LOCK_FAILED;
     node->error = rc;
+    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
 
     if (node->notify) {
         ngx_http_zk_lock_node_tell(node);
@@ -838,7 +884,7 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     p = ngx_sprintf(buf, "%s/_c_%*s-%s", lock->path,
                     (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid,
-                    ngx_http_zk_lock_kind_name[node->kind]);
+                    ngx_http_zk_lock_listing_kind(node->kind));
     *p = '\0';
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -862,7 +908,7 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
         return;
     }
 
-    node->state = NGX_HTTP_ZK_LOCK_CREATING;
+    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_CREATING);
     node->pending++;
     node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
 
@@ -934,8 +980,8 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
 
         ngx_memcpy(node->name, name, len + 1);
         node->name_len = len;
-        node->seq = ngx_http_zk_lock_seq(name, len);
-        node->state = NGX_HTTP_ZK_LOCK_WAITING;
+        node->seq = ngx_http_zk_lock_listing_seq(name, len);
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
 
         if (node->notify == NULL) {
             /* released while the create was on its way */
@@ -985,7 +1031,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
          * looks for its uuid (Curator's "protection")
          */
 
-        node->state = NGX_HTTP_ZK_LOCK_LOST;
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_LOST);
         return;
 
     default:
@@ -1020,7 +1066,7 @@ ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node)
 
     node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
                       && !node->trying
-                      && lock->live >= ngx_max(lock->span, needed));
+                      && lock->listing.live >= ngx_max(lock->span, needed));
 
     if (node->deferred) {
         lock->span = ngx_max(lock->span, needed);
@@ -1119,13 +1165,13 @@ ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
 
     if (node->generation != s->generation || s->zh == NULL) {
         /* the znode went with its session */
-        node->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
         ngx_http_zk_lock_node_gc(node);
         return;
     }
 
     if (!s->connected) {
-        node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
         return;
     }
 
@@ -1143,11 +1189,11 @@ ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_adelete(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
-        node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
         return;
     }
 
-    node->state = NGX_HTTP_ZK_LOCK_DELETING;
+    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_DELETING);
     node->pending++;
 }
 
@@ -1175,7 +1221,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
 
     if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
         /* Curator's guaranteed delete: again once reconnected */
-        node->state = NGX_HTTP_ZK_LOCK_ORPHAN;
+        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
         return;
     }
 
@@ -1215,7 +1261,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
         }
     }
 
-    node->state = NGX_HTTP_ZK_LOCK_FAILED;
+    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
     ngx_http_zk_lock_node_gc(node);
 }
 
@@ -1350,70 +1396,13 @@ static void
 ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id)
 {
-    ngx_int_t                  i, j, k, first_write;
-    ngx_int_t                  first[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_uint_t                 n, kinds, watch_write, leases_now, span,
-                               deferred;
-    ngx_uint_t                 leases[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_queue_t               *q, *nq;
-    ngx_http_zk_lock_node_t   *node;
-    ngx_http_zk_lock_node_t   *firsts[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-    ngx_http_zk_lock_child_t  *children;
+    ngx_queue_t                *q, *nq;
+    ngx_http_zk_lock_node_t    *node;
+    ngx_http_zk_lock_placing_t  pl;
 
-    n = strings->count;
-    children = NULL;
-
-    if (n) {
-        children = ngx_alloc(n * sizeof(ngx_http_zk_lock_child_t),
-                             &lock->session->log);
-        if (children == NULL) {
-            return;
-        }
-
-        for (i = 0; i < (ngx_int_t) n; i++) {
-            children[i].name = (u_char *) strings->data[i];
-            children[i].len = ngx_strlen(children[i].name);
-            children[i].seq = ngx_http_zk_lock_seq(children[i].name,
-                                                   children[i].len);
-
-            if (children[i].seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
-                ngx_http_zk_lock_wrapped(lock, children[i].name);
-                ngx_free(children);
-                return;
-            }
-
-            children[i].write = ngx_http_zk_lock_is_write(children[i].name);
-        }
-
-        ngx_qsort(children, n, sizeof(ngx_http_zk_lock_child_t),
-                  ngx_http_zk_lock_child_cmp);
-    }
-
-    if (ngx_http_zk_lock_cache(lock, children, n) != NGX_OK) {
-        /* the counts stay those of the last listing, as the cache */
-        if (children) {
-            ngx_free(children);
-        }
-
+    if (ngx_http_zk_lock_parse(lock, strings, &pl) != NGX_OK) {
         return;
     }
-
-    first_write = n;
-    k = 0;
-
-    for (i = 0; i < (ngx_int_t) n; i++) {
-        children[i].writes = k;
-
-        if (children[i].write) {
-            first_write = ngx_min(first_write, i);
-            k++;
-        }
-    }
-
-    kinds = 0;
-    watch_write = 0;
-    span = 0;
-    deferred = 0;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
@@ -1422,10 +1411,10 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         nq = ngx_queue_next(q);
         node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
-        if (node->state == NGX_HTTP_ZK_LOCK_LOST) {
-            if (ngx_http_zk_lock_adopt(node, children, n) != NGX_OK) {
-                continue;
-            }
+        if (node->state == NGX_HTTP_ZK_LOCK_LOST
+            && ngx_http_zk_lock_adopt(node, pl.children, pl.n) != NGX_OK)
+        {
+            continue;
         }
 
         if (node->list_id > id) {
@@ -1435,166 +1424,254 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
                 && (node->state == NGX_HTTP_ZK_LOCK_CREATING
                     || node->state == NGX_HTTP_ZK_LOCK_WAITING))
             {
-                deferred = 1;
-                span = ngx_max(span, ngx_http_zk_lock_needed(node));
+                pl.deferred = 1;
+                pl.span = ngx_max(pl.span, ngx_http_zk_lock_needed(node));
             }
 
             continue;
         }
 
-        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
-            && node->state != NGX_HTTP_ZK_LOCK_HELD)
+        if (node->state == NGX_HTTP_ZK_LOCK_WAITING
+            || node->state == NGX_HTTP_ZK_LOCK_HELD)
         {
-            continue;
-        }
-
-        i = ngx_http_zk_lock_index(node, children, n);
-
-        leases_now = ngx_http_zk_lock_leases(node);
-
-        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
-                       "zk lock: \"%s/%s\" index:%i leases:%ui",
-                       lock->path, node->name, i, leases_now);
-
-        if (i == NGX_ERROR) {
-
-            if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-                ngx_log_error(NGX_LOG_WARN, node->log, 0,
-                              "zookeeper node \"%s/%s\" vanished: "
-                              "lock lost", lock->path, node->name);
-            }
-
-            ngx_http_zk_lock_node_fail(node, ZNONODE);
-            continue;
-        }
-
-        if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            continue;
-        }
-
-        if (node->kind == NGX_HTTP_ZK_LOCK_COUNT) {
-
-            /* the listing has set the children watch */
-
-            if (n <= leases_now) {
-                node->state = NGX_HTTP_ZK_LOCK_HELD;
-                ngx_http_zk_lock_node_tell(node);
-
-            } else {
-                (void) ngx_http_zk_lock_busy(node);
-            }
-
-            continue;
-        }
-
-        if (node->kind == NGX_HTTP_ZK_LOCK_READ) {
-
-            /*
-             * Readers wait for the first writer: when it goes, whether it
-             * held the lock or gave up, each reader looks again
-             */
-
-            if (i < first_write) {
-                node->state = NGX_HTTP_ZK_LOCK_HELD;
-                ngx_http_zk_lock_node_tell(node);
-
-            } else if (!ngx_http_zk_lock_busy(node)) {
-                node->ahead = children[i].writes;
-                watch_write = 1;
-                ngx_http_zk_lock_watch_self(node);
-            }
-
-            continue;
-        }
-
-        if (i < (ngx_int_t) leases_now) {
-            node->state = NGX_HTTP_ZK_LOCK_HELD;
-            ngx_http_zk_lock_node_tell(node);
-            continue;
-        }
-
-        if (ngx_http_zk_lock_busy(node)) {
-            continue;
-        }
-
-        node->ahead = i;
-        node->covered = 0;
-        span = ngx_max(span, leases_now);
-        ngx_http_zk_lock_watch_self(node);
-
-        if (children[i - 1].len < sizeof(node->pred)) {
-            (void) ngx_cpystrn(node->pred, children[i - 1].name,
-                               sizeof(node->pred));
-        } else {
-            node->pred[0] = '\0';
-        }
-
-        /* the first waiter of each lease count */
-
-        for (j = 0; j < (ngx_int_t) kinds; j++) {
-            if (leases[j] == leases_now) {
-                break;
-            }
-        }
-
-        if (j < (ngx_int_t) kinds) {
-            if (i < first[j]) {
-                first[j] = i;
-                firsts[j] = node;
-            }
-
-        } else if (kinds < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
-            leases[kinds] = leases_now;
-            firsts[kinds] = node;
-            first[kinds++] = i;
-
-        } else {
-            /* not worth a bigger table: this one watches for itself */
-            for (k = i - (ngx_int_t) leases_now; k < i; k++) {
-                ngx_http_zk_lock_watch(lock, children[k].name);
-            }
+            ngx_http_zk_lock_place(lock, node, &pl);
         }
     }
 
-    ngx_http_zk_lock_unwatch_gone(lock, children, n);
+    ngx_http_zk_lock_set_watches(lock, &pl);
 
-    lock->span = span;
-    lock->reads = watch_write;
-    lock->deep = (n > (lock->deep ? NGX_HTTP_ZK_LOCK_DEEP / 4
-                                  : NGX_HTTP_ZK_LOCK_DEEP)
-                  && !lock->count && span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
+    if (pl.children) {
+        ngx_free(pl.children);
+    }
+}
 
-    if (lock->deep) {
-        ngx_http_zk_lock_window(lock);
 
-        ngx_free(children);
+/* the children of a listing, sorted and kept */
+
+static ngx_int_t
+ngx_http_zk_lock_parse(ngx_http_zk_lock_t *lock,
+    const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl)
+{
+    u_char  *name;
+
+    ngx_memzero(pl, sizeof(ngx_http_zk_lock_placing_t));
+
+    pl->n = strings->count;
+
+    if (pl->n) {
+        pl->children = ngx_alloc(pl->n * sizeof(ngx_http_zk_lock_child_t),
+                                 &lock->session->log);
+        if (pl->children == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    pl->first_write = ngx_http_zk_lock_listing_sort(pl->children,
+                                                    strings->data, pl->n);
+
+    name = ngx_http_zk_lock_listing_wrapped(pl->children, pl->n);
+
+    if (name) {
+        ngx_http_zk_lock_wrapped(lock, name);
+        goto failed;
+    }
+
+    if (ngx_http_zk_lock_listing_keep(&lock->listing, pl->children, pl->n,
+                                      &lock->session->log)
+        != NGX_OK)
+    {
+        /* the counts stay those of the last listing, as the one kept */
+        goto failed;
+    }
+
+    return NGX_OK;
+
+failed:
+
+    if (pl->children) {
+        ngx_free(pl->children);
+    }
+
+    return NGX_ERROR;
+}
+
+
+/* one node of this worker in the listing: it holds, fails or waits */
+
+static void
+ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_placing_t *pl)
+{
+    ngx_int_t                  i;
+    ngx_uint_t                 leases;
+    ngx_http_zk_lock_child_t  *children;
+
+    children = pl->children;
+    i = ngx_http_zk_lock_listing_index(children, pl->n, node->seq,
+                                       node->name);
+    leases = ngx_http_zk_lock_leases(node);
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
+                   "zk lock: \"%s/%s\" index:%i leases:%ui",
+                   lock->path, node->name, i, leases);
+
+    if (i == NGX_ERROR) {
+
+        if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+            ngx_log_error(NGX_LOG_WARN, node->log, 0,
+                          "zookeeper node \"%s/%s\" vanished: "
+                          "lock lost", lock->path, node->name);
+        }
+
+        ngx_http_zk_lock_node_fail(node, ZNONODE);
         return;
     }
 
-    if (deferred) {
+    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        return;
+    }
+
+    switch (node->kind) {
+
+    case NGX_HTTP_ZK_LOCK_COUNT:
+
+        /* the listing has set the children watch */
+
+        if (pl->n <= leases) {
+            ngx_http_zk_lock_node_held(node);
+
+        } else {
+            (void) ngx_http_zk_lock_busy(node);
+        }
+
+        return;
+
+    case NGX_HTTP_ZK_LOCK_READ:
+
+        /*
+         * Readers wait for the first writer: when it goes, whether it
+         * held the lock or gave up, each reader looks again
+         */
+
+        if ((ngx_uint_t) i < pl->first_write) {
+            ngx_http_zk_lock_node_held(node);
+
+        } else if (!ngx_http_zk_lock_busy(node)) {
+            node->ahead = children[i].writes;
+            pl->reads = 1;
+            ngx_http_zk_lock_watch_self(node);
+        }
+
+        return;
+
+    default:
+
+        if ((ngx_uint_t) i < leases) {
+            ngx_http_zk_lock_node_held(node);
+
+        } else if (!ngx_http_zk_lock_busy(node)) {
+            ngx_http_zk_lock_queue(lock, node, pl, i, leases);
+        }
+
+        return;
+    }
+}
+
+
+/* a waiter behind the first "leases" nodes: what to watch for it */
+
+static void
+ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_placing_t *pl, ngx_uint_t i, ngx_uint_t leases)
+{
+    ngx_uint_t                 j, k;
+    ngx_http_zk_lock_first_t  *f;
+
+    node->ahead = i;
+    node->covered = 0;
+    pl->span = ngx_max(pl->span, leases);
+    ngx_http_zk_lock_watch_self(node);
+
+    if (pl->children[i - 1].len < sizeof(node->pred)) {
+        (void) ngx_cpystrn(node->pred, pl->children[i - 1].name,
+                           sizeof(node->pred));
+    } else {
+        node->pred[0] = '\0';
+    }
+
+    /* the first waiter of each lease count */
+
+    for (j = 0; j < pl->nfirsts; j++) {
+        f = &pl->firsts[j];
+
+        if (f->leases == leases) {
+            if (i < f->index) {
+                f->index = i;
+                f->node = node;
+            }
+
+            return;
+        }
+    }
+
+    if (pl->nfirsts < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
+        f = &pl->firsts[pl->nfirsts++];
+        f->leases = leases;
+        f->index = i;
+        f->node = node;
+        return;
+    }
+
+    /* not worth a bigger table: this one watches for itself */
+
+    for (k = i - leases; k < i; k++) {
+        ngx_http_zk_lock_watch(lock, pl->children[k].name);
+    }
+}
+
+
+/*
+ * For each lease count, the nodes ahead of its first waiter: when they
+ * are all the nodes ahead of it, the deletion of any makes it a holder,
+ * see deleted().  In a deep queue, the head of the queue instead.
+ */
+
+static void
+ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_placing_t *pl)
+{
+    ngx_uint_t                 j, k;
+    ngx_http_zk_lock_first_t  *f;
+
+    ngx_http_zk_lock_unwatch_gone(lock, pl->children, pl->n);
+
+    lock->span = pl->span;
+    lock->reads = pl->reads;
+    lock->deep = (pl->n > (lock->deep ? NGX_HTTP_ZK_LOCK_DEEP / 4
+                                      : NGX_HTTP_ZK_LOCK_DEEP)
+                  && !lock->count && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
+
+    if (lock->deep) {
+        ngx_http_zk_lock_window(lock);
+        return;
+    }
+
+    if (pl->deferred) {
         /* no longer a deep queue: they need a listing of their own */
         lock->wanted = 1;
     }
 
-    /*
-     * When the nodes watched are all the nodes ahead of the first waiter,
-     * the deletion of any of them makes it a holder: see deleted()
-     */
+    for (j = 0; j < pl->nfirsts; j++) {
+        f = &pl->firsts[j];
+        f->node->covered = (f->index == f->leases);
 
-    for (j = 0; j < (ngx_int_t) kinds; j++) {
-        firsts[j]->covered = (first[j] == (ngx_int_t) leases[j]);
-
-        for (k = first[j] - (ngx_int_t) leases[j]; k < first[j]; k++) {
-            ngx_http_zk_lock_watch(lock, children[k].name);
+        for (k = f->index - f->leases; k < f->index; k++) {
+            ngx_http_zk_lock_watch(lock, pl->children[k].name);
         }
     }
 
-    if (watch_write) {
-        ngx_http_zk_lock_watch(lock, children[first_write].name);
-    }
-
-    if (children) {
-        ngx_free(children);
+    if (pl->reads) {
+        ngx_http_zk_lock_watch(lock, pl->children[pl->first_write].name);
     }
 }
 
@@ -1634,109 +1711,7 @@ ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
 }
 
 
-/*
- * The last listing is kept, to count each deletion once (see deleted())
- * and, in a deep queue, to know which nodes come next.  A listing is
- * answered after the deletions that it does not show have been heard of,
- * so the entries are all alive when it comes.
- */
 
-static ngx_int_t
-ngx_http_zk_lock_cache(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
-{
-    u_char                    *p, *names;
-    size_t                     size;
-    ngx_uint_t                 i;
-    ngx_http_zk_lock_entry_t  *cache;
-
-    /*
-     * Children without a sequence number (the parents of other locks, say)
-     * sort last and are in nobody's way: they are not kept
-     */
-
-    while (n && children[n - 1].seq >= NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
-        n--;
-    }
-
-    size = n * sizeof(ngx_http_zk_lock_entry_t);
-
-    for (i = 0; i < n; i++) {
-        size += children[i].len + 1;
-    }
-
-    cache = NULL;
-    names = NULL;
-
-    if (n) {
-        cache = ngx_alloc(size, &lock->session->log);
-        if (cache == NULL) {
-            return NGX_ERROR;
-        }
-
-        names = (u_char *) &cache[n];
-    }
-
-    p = names;
-
-    for (i = 0; i < n; i++) {
-        cache[i].seq = children[i].seq;
-        cache[i].name = p - names;
-        cache[i].write = children[i].write;
-        cache[i].gone = 0;
-
-        p = ngx_cpymem(p, children[i].name, children[i].len + 1);
-    }
-
-    if (lock->cache) {
-        ngx_free(lock->cache);
-    }
-
-    lock->cache = cache;
-    lock->ncache = n;
-    lock->head = 0;
-    lock->live = n;
-
-    return NGX_OK;
-}
-
-
-/* the entry of a node heard to be gone, unless counted already */
-
-static ngx_http_zk_lock_entry_t *
-ngx_http_zk_lock_cache_remove(ngx_http_zk_lock_t *lock, uint32_t seq)
-{
-    ngx_uint_t                 i;
-    ngx_http_zk_lock_entry_t  *e;
-
-    i = ngx_http_zk_lock_first_seq(lock->cache,
-                                   sizeof(ngx_http_zk_lock_entry_t),
-                                   lock->ncache, seq);
-
-    if (i == lock->ncache || lock->cache[i].seq != seq
-        || lock->cache[i].gone)
-    {
-        return NULL;
-    }
-
-    e = &lock->cache[i];
-    e->gone = 1;
-    lock->live--;
-
-    while (lock->head < lock->ncache && lock->cache[lock->head].gone) {
-        lock->head++;
-    }
-
-    return e;
-}
-
-
-static u_char *
-ngx_http_zk_lock_entry_name(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_entry_t *e)
-{
-    return (u_char *) &lock->cache[lock->ncache] + e->name;
-}
 
 
 /*
@@ -1753,16 +1728,18 @@ ngx_http_zk_lock_entry_name(ngx_http_zk_lock_t *lock,
 static void
 ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
 {
-    ngx_uint_t                 i, k;
-    ngx_http_zk_lock_entry_t  *e;
+    ngx_uint_t                   i, k;
+    ngx_http_zk_lock_entry_t    *e;
+    ngx_http_zk_lock_listing_t  *l;
 
+    l = &lock->listing;
     k = 0;
 
-    for (i = lock->head; i < lock->ncache && k < lock->span; i++) {
-        e = &lock->cache[i];
+    for (i = l->head; i < l->n && k < lock->span; i++) {
+        e = &l->entries[i];
 
         if (!e->gone) {
-            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_entry_name(lock, e));
+            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_listing_name(l, e));
             k++;
         }
     }
@@ -1780,11 +1757,11 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
         return;
     }
 
-    for (i = lock->head; i < lock->ncache; i++) {
-        e = &lock->cache[i];
+    for (i = l->head; i < l->n; i++) {
+        e = &l->entries[i];
 
         if (!e->gone && e->write) {
-            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_entry_name(lock, e));
+            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_listing_name(l, e));
             return;
         }
     }
@@ -1817,7 +1794,7 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
     ngx_http_zk_lock_node_t   *node, *first;
     ngx_http_zk_lock_entry_t  *e;
 
-    e = ngx_http_zk_lock_cache_remove(lock, seq);
+    e = ngx_http_zk_lock_listing_remove(&lock->listing, seq);
 
     if (e == NULL) {
         /*
@@ -1827,7 +1804,7 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
         return;
     }
 
-    name = ngx_http_zk_lock_entry_name(lock, e);
+    name = ngx_http_zk_lock_listing_name(&lock->listing, e);
     write = e->write;
     relist = 0;
     first = NULL;
@@ -1913,8 +1890,7 @@ static void
 ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node)
 {
     if (node->self == NGX_HTTP_ZK_LOCK_SELF_SET) {
-        node->state = NGX_HTTP_ZK_LOCK_HELD;
-        ngx_http_zk_lock_node_tell(node);
+        ngx_http_zk_lock_node_held(node);
         return;
     }
 
@@ -1991,8 +1967,7 @@ ngx_http_zk_lock_self_done(int rc, const struct Stat *stat, const void *data)
 
     if (node->promote && rc == ZOK) {
         node->promote = 0;
-        node->state = NGX_HTTP_ZK_LOCK_HELD;
-        ngx_http_zk_lock_node_tell(node);
+        ngx_http_zk_lock_node_held(node);
     }
 }
 
@@ -2063,7 +2038,7 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
             ngx_http_zk_lock_create(node);
 
         } else {
-            node->state = NGX_HTTP_ZK_LOCK_FAILED;
+            ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
             ngx_http_zk_lock_node_gc(node);
         }
 
@@ -2079,7 +2054,7 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     ngx_memcpy(node->name, children[i].name, len + 1);
     node->name_len = len;
     node->seq = children[i].seq;
-    node->state = NGX_HTTP_ZK_LOCK_WAITING;
+    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: found lost node \"%s/%s\"",
@@ -2093,26 +2068,6 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     return NGX_OK;
 }
 
-
-static ngx_int_t
-ngx_http_zk_lock_index(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
-{
-    ngx_uint_t  lo;
-
-    lo = ngx_http_zk_lock_first_seq(children, sizeof(ngx_http_zk_lock_child_t),
-                                    n, node->seq);
-
-    /* foreign nodes without a sequence number may share one */
-
-    for ( /* void */ ; lo < n && children[lo].seq == node->seq; lo++) {
-        if (ngx_strcmp(children[lo].name, node->name) == 0) {
-            return lo;
-        }
-    }
-
-    return NGX_ERROR;
-}
 
 
 static void
@@ -2132,7 +2087,7 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
         return;
     }
 
-    seq = ngx_http_zk_lock_seq(name, ngx_strlen(name));
+    seq = ngx_http_zk_lock_listing_seq(name, ngx_strlen(name));
 
     for (i = 0; i < lock->nwatched; i++) {
         if (lock->watched[i] == seq) {
@@ -2209,9 +2164,7 @@ ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_uint_t  i, lo;
 
     for (i = 0; i < lock->nwatched; /* void */ ) {
-        lo = ngx_http_zk_lock_first_seq(children,
-                                        sizeof(ngx_http_zk_lock_child_t), n,
-                                        lock->watched[i]);
+        lo = ngx_http_zk_lock_listing_find(children, n, lock->watched[i]);
 
         if (lo < n && children[lo].seq == lock->watched[i]) {
             i++;
@@ -2271,112 +2224,8 @@ ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node)
 }
 
 
-/*
- * The index of the first sorted child whose sequence number is not below:
- * in the children of a listing, or in the entries of the cache
- */
-
-static ngx_uint_t
-ngx_http_zk_lock_first_seq(void *base, size_t size, ngx_uint_t n,
-    uint32_t seq)
-{
-    ngx_uint_t  lo, hi, mid;
-
-    lo = 0;
-    hi = n;
-
-    while (lo < hi) {
-        mid = lo + (hi - lo) / 2;
-
-        if (*(uint32_t *) ((u_char *) base + mid * size) < seq) {
-            lo = mid + 1;
-
-        } else {
-            hi = mid;
-        }
-    }
-
-    return lo;
-}
 
 
-/* as Curator: a node whose name contains the write lock's */
-
-static ngx_uint_t
-ngx_http_zk_lock_is_write(u_char *name)
-{
-    return ngx_strstr(name, ngx_http_zk_lock_kind_name[NGX_HTTP_ZK_LOCK_WRITE])
-           != NULL;
-}
-
-
-/*
- * Children are ordered by the sequence number alone, as in Curator, and
- * only participants have one: names as Curator writes them in protection
- * mode, "_c_" <UUID> "-" <kind> <10 digits>.  Any other child, such as the
- * container of a deeper lock ("/p/a0000000000" for "/p/$arg_x"), is in
- * nobody's way.  ZooKeeper writes the sequence as a signed 32-bit number:
- * after 2^31 changes under one parent it writes "-2147483648" and on, which
- * would sort a new node ahead of older ones; such names are told apart.
- */
-
-static uint32_t
-ngx_http_zk_lock_seq(u_char *name, size_t len)
-{
-    u_char      *p;
-    size_t       n;
-    ngx_int_t    seq;
-    ngx_uint_t   k, wrapped;
-
-    if (len < NGX_HTTP_ZK_LOCK_PREFIX_LEN + NGX_HTTP_ZK_LOCK_SEQ_LEN
-        || ngx_strncmp(name, "_c_", 3) != 0
-        || name[NGX_HTTP_ZK_LOCK_PREFIX_LEN - 1] != '-')
-    {
-        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
-    }
-
-    p = name + NGX_HTTP_ZK_LOCK_PREFIX_LEN;
-    n = len - NGX_HTTP_ZK_LOCK_PREFIX_LEN - NGX_HTTP_ZK_LOCK_SEQ_LEN;
-
-    for (k = 0; k < sizeof(ngx_http_zk_lock_kind_name) / sizeof(char *); k++)
-    {
-        wrapped = (n == ngx_strlen(ngx_http_zk_lock_kind_name[k]) + 1
-                   && p[n - 1] == '-');
-
-        if (n - wrapped == ngx_strlen(ngx_http_zk_lock_kind_name[k])
-            && ngx_strncmp(p, ngx_http_zk_lock_kind_name[k], n - wrapped)
-               == 0)
-        {
-            break;
-        }
-    }
-
-    if (k == sizeof(ngx_http_zk_lock_kind_name) / sizeof(char *)) {
-        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
-    }
-
-    seq = ngx_atoi(p + n, NGX_HTTP_ZK_LOCK_SEQ_LEN);
-
-    if (seq == NGX_ERROR || seq > NGX_MAX_INT32_VALUE + (ngx_int_t) wrapped) {
-        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
-    }
-
-    return wrapped ? NGX_HTTP_ZK_LOCK_SEQ_WRAPPED : (uint32_t) seq;
-}
-
-
-static int ngx_libc_cdecl
-ngx_http_zk_lock_child_cmp(const void *one, const void *two)
-{
-    const ngx_http_zk_lock_child_t  *a = one;
-    const ngx_http_zk_lock_child_t  *b = two;
-
-    if (a->seq != b->seq) {
-        return a->seq < b->seq ? -1 : 1;
-    }
-
-    return ngx_strcmp(a->name, b->name);
-}
 
 
 static u_char *

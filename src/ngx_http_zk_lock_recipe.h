@@ -14,6 +14,7 @@
 
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_counter.h"
+#include "ngx_http_zk_lock_listing.h"
 
 
 /*
@@ -40,13 +41,32 @@ typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
 typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
 
 
-typedef enum {
-    NGX_HTTP_ZK_LOCK_LEASE = 0,     /* mutex, semaphore */
-    NGX_HTTP_ZK_LOCK_READ,
-    NGX_HTTP_ZK_LOCK_WRITE,
-    NGX_HTTP_ZK_LOCK_COUNT          /* a lease of Curator's semaphore v2 */
-} ngx_http_zk_lock_kind_e;
-
+/*
+ * A node's life: the completions of its ZooKeeper requests move it, and
+ * its owner's release() ("released"), after which the owner is told
+ * nothing more and the node is freed once FAILED with no reply to come.
+ *
+ *           connected            created               first
+ *   PARKED -----------> CREATING ---------> WAITING -----------> HELD
+ *                        |    ^               ^  |                |
+ *             reply lost |    | listed,       |  | released, or   | released
+ *                        v    | not there     |  | a busy try     |
+ *                       LOST -+---------------+  v                |
+ *                                 listed,       DELETING <--------+
+ *                                 there          |    ^
+ *                                connection lost |    | reconnected
+ *                                                v    |
+ *                                               ORPHAN
+ *
+ *   CREATING --ZNONODE--> CREATING again, once its parents are made
+ *   any --an error, the session's expiry, its node gone, its delete
+ *         answered--> FAILED
+ *
+ * "first": the listing places it among the first "leases" children (a
+ * reader: with no writer ahead), or a deletion counted without a listing
+ * leaves fewer ahead once its watch on itself is set (see deleted(),
+ * hold()).  All moves go through node_state().
+ */
 
 typedef enum {
     NGX_HTTP_ZK_LOCK_PARKED = 0,    /* waits for a connected session */
@@ -58,6 +78,15 @@ typedef enum {
     NGX_HTTP_ZK_LOCK_DELETING,      /* released, delete sent */
     NGX_HTTP_ZK_LOCK_ORPHAN         /* released, delete to retry */
 } ngx_http_zk_lock_state_e;
+
+
+/* a waiter's watch on its own node, see hold() */
+
+typedef enum {
+    NGX_HTTP_ZK_LOCK_SELF_NONE = 0,
+    NGX_HTTP_ZK_LOCK_SELF_SENT,
+    NGX_HTTP_ZK_LOCK_SELF_SET
+} ngx_http_zk_lock_self_e;
 
 
 /* one participant: a request's place in one lock */
@@ -83,11 +112,12 @@ struct ngx_http_zk_lock_node_s {
     ngx_event_t                   notify_event;
     ngx_log_t                    *log;        /* the owner's, then ours */
 
+    ngx_http_zk_lock_self_e       self;
+
     unsigned                      was_held:1;
     unsigned                      was_waiting:1;
     unsigned                      covered:1;  /* all ahead are watched */
-    unsigned                      self:2;     /* its own watch, see deleted() */
-    unsigned                      promote:1;  /* holds once self is checked */
+    unsigned                      promote:1;  /* holds once self is set */
     unsigned                      deferred:1; /* no listing after create */
     unsigned                      trying:1;   /* fails rather than waits */
 
@@ -104,55 +134,13 @@ struct ngx_http_zk_lock_node_s {
 #define NGX_HTTP_ZK_LOCK_BUSY     1
 
 
-/* the watches a worker remembers in one lock, so as to set each once */
-#define NGX_HTTP_ZK_LOCK_WATCHED  16
-
-
-/* a child of the lock in the last listing */
-
-typedef struct {
-    uint32_t                      seq;
-    uint32_t                      name:30;    /* offset in the names */
-    uint32_t                      write:1;    /* a write lock's node */
-    uint32_t                      gone:1;     /* its deletion is counted */
-} ngx_http_zk_lock_entry_t;
-
-
-/* one lock path with participants in this worker */
-
-struct ngx_http_zk_lock_s {
-    ngx_str_node_t                sn;         /* key: the path */
-    ngx_queue_t                   queue;      /* in session->all */
-    ngx_queue_t                   nodes;
-    ngx_http_zk_lock_session_t   *session;
-    ngx_uint_t                    refs;       /* nodes and completions */
-    ngx_uint_t                    sent;       /* listings asked for */
-    ngx_uint_t                    answered;   /* listings answered */
-    ngx_uint_t                    nwatched;
-    uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
-
-    /* the last listing, sorted, its names after the entries */
-    ngx_http_zk_lock_entry_t     *cache;
-    ngx_uint_t                    ncache;
-    ngx_uint_t                    head;       /* the first not gone */
-    ngx_uint_t                    live;       /* the entries not gone */
-    ngx_uint_t                    span;       /* the entries to watch there */
-    ngx_uint_t                    transient;  /* levels to delete when idle */
-
-    unsigned                      count:1;    /* lists with a watch */
-    unsigned                      wanted:1;   /* a listing, after this one */
-    unsigned                      deep:1;     /* see window() */
-    unsigned                      reads:1;    /* readers wait */
-    u_char                        path[1];
-};
-
-
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
+u_char *ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node,
     ngx_uint_t levels);
 void ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node);
