@@ -93,6 +93,7 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
 {
     ngx_http_zk_lock_counter_t  *c = (ngx_http_zk_lock_counter_t *) data;
 
+    int                          erc;
     ngx_uint_t                   old;
     ngx_http_zk_lock_session_t  *s;
 
@@ -126,9 +127,16 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
         /* to hear of its creation */
         ngx_http_zk_lock_session_batch(s);
 
-        (void) zoo_awexists(s->zh, (char *) c->path,
-                            ngx_http_zk_lock_session_watcher, s,
-                            ngx_http_zk_lock_counter_exists, c);
+        erc = zoo_awexists(s->zh, (char *) c->path,
+                           ngx_http_zk_lock_session_watcher, s,
+                           ngx_http_zk_lock_counter_exists, c);
+
+        if (erc != ZOK) {
+            /* read again once reconnected: the watch is set then */
+            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                          "zoo_awexists(\"%s\") failed (%d: %s)",
+                          c->path, erc, zerror(erc));
+        }
 
     } else {
         /* read again once connected */

@@ -10,6 +10,7 @@
 
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_semv2.h"
 #include "ngx_http_zk_lock_metrics.h"
 
 
@@ -18,15 +19,6 @@
 
 /* node data: "<host> pid <pid> since <time> <method> <uri>", truncated */
 #define NGX_HTTP_ZK_LOCK_INFO_LEN  256
-
-
-/* $zk_lock_status */
-#define NGX_HTTP_ZK_LOCK_ACQUIRED  1
-#define NGX_HTTP_ZK_LOCK_TIMEOUT   2
-#define NGX_HTTP_ZK_LOCK_ERROR     3
-#define NGX_HTTP_ZK_LOCK_BYPASSED  4
-#define NGX_HTTP_ZK_LOCK_LOST_HELD 5
-#define NGX_HTTP_ZK_LOCK_REJECTED  6
 
 
 /* a lock the client request holds or waits for */
@@ -40,9 +32,6 @@ typedef struct {
     /* who took it: a second take by another is a re-entry */
     ngx_http_request_t           *request;
     ngx_uint_t                    epoch;
-
-    /* semaphore v2: the mutex held while the lease is counted */
-    ngx_http_zk_lock_node_t      *mutex;
 
     unsigned                      abort:1;    /* zk_lock_lost abort */
     unsigned                      counted:1;  /* as held, in the metrics */
@@ -76,7 +65,7 @@ typedef struct {
     ngx_int_t                     status;     /* answer to the waiter */
 
     /* for the variables */
-    ngx_uint_t                    result;
+    ngx_http_zk_lock_event_e      result;
     ngx_msec_t                    wait_time;
 } ngx_http_zk_lock_ctx_t;
 
@@ -92,13 +81,10 @@ static ngx_int_t ngx_http_zk_lock_hold_cmp(const void *one,
     const void *two);
 static ngx_int_t ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want);
-static ngx_http_zk_lock_kind_e ngx_http_zk_lock_kind(
-    ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_wait(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static ngx_http_zk_lock_node_t *ngx_http_zk_lock_step(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, char *suffix);
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold);
 static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
     ngx_str_t *info);
 static size_t ngx_http_zk_lock_utf8_cut(u_char *text, size_t len);
@@ -126,21 +112,25 @@ static void ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_cleanup(void *data);
 static void ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold);
-static ngx_int_t ngx_http_zk_lock_session_error(int error);
 static ngx_int_t ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 
 
+/* $zk_lock_status, by the event that ended a wait */
+
 static ngx_str_t  ngx_http_zk_lock_results[] = {
+    ngx_null_string,
+    ngx_null_string,
     ngx_null_string,
     ngx_string("ACQUIRED"),
     ngx_string("TIMEOUT"),
     ngx_string("ERROR"),
     ngx_string("BYPASSED"),
-    ngx_string("LOST"),
-    ngx_string("REJECTED")
+    ngx_string("REJECTED"),
+    ngx_null_string,
+    ngx_string("LOST")
 };
 
 
@@ -160,11 +150,6 @@ static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
       ngx_http_zk_lock_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
-};
-
-
-static const char  *ngx_http_zk_lock_type_name[] = {
-    "", "zk_mutex", "zk_semaphore", "zk_rwlock read", "zk_rwlock write"
 };
 
 
@@ -254,7 +239,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
                 ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                               "%s \"%V\" with reentrant=off is already "
                               "held by this request",
-                              ngx_http_zk_lock_type_name[want[i].spec->type],
+                              ngx_http_zk_lock_directive(want[i].spec),
                               &want[i].path);
                 return NGX_HTTP_INTERNAL_SERVER_ERROR;
 
@@ -429,7 +414,7 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
             if (err) {
                 ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                               "%s path \"%V\": segment %ui is %s",
-                              ngx_http_zk_lock_type_name[spec->type],
+                              ngx_http_zk_lock_directive(spec),
                               &spec->name, i + 1, err);
                 return NGX_HTTP_BAD_REQUEST;
             }
@@ -441,7 +426,7 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     if (len > lmcf->max_path) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "%s path \"%V\" is longer than %uz bytes",
-                      ngx_http_zk_lock_type_name[spec->type],
+                      ngx_http_zk_lock_directive(spec),
                       &spec->name, lmcf->max_path);
         return NGX_HTTP_BAD_REQUEST;
     }
@@ -484,7 +469,7 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t  *have;
 
     hold = ctx->holds.elts;
-    b = ngx_http_zk_lock_kind(want->spec);
+    b = ngx_http_zk_lock_types[want->spec->type].kind;
 
     for (i = 0; i < ctx->holds.nelts; i++) {
         have = hold[i].spec;
@@ -502,12 +487,12 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
             return NGX_OK;
         }
 
-        if (hold[i].node == NULL && hold[i].mutex == NULL) {
+        if (hold[i].node == NULL) {
             /* lost with its session: no longer held, taken anew */
             continue;
         }
 
-        a = ngx_http_zk_lock_kind(have);
+        a = ngx_http_zk_lock_types[have->type].kind;
 
         if (!(a == b && have->leases == want->spec->leases
               && have->counter.len == want->spec->counter.len
@@ -519,8 +504,8 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "%s \"%V\" is another lock on the nodes of %s "
                           "\"%V\", which this request holds",
-                          ngx_http_zk_lock_type_name[want->spec->type],
-                          &want->path, ngx_http_zk_lock_type_name[have->type],
+                          ngx_http_zk_lock_directive(want->spec),
+                          &want->path, ngx_http_zk_lock_directive(have),
                           &hold[i].path);
             return NGX_ABORT;
         }
@@ -538,21 +523,6 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
 }
 
 
-static ngx_http_zk_lock_kind_e
-ngx_http_zk_lock_kind(ngx_http_zk_lock_spec_t *spec)
-{
-    switch (spec->type) {
-
-    case NGX_HTTP_ZK_LOCK_RWLOCK_READ:
-        return NGX_HTTP_ZK_LOCK_READ;
-
-    case NGX_HTTP_ZK_LOCK_RWLOCK_WRITE:
-        return NGX_HTTP_ZK_LOCK_WRITE;
-
-    default:
-        return NGX_HTTP_ZK_LOCK_LEASE;
-    }
-}
 
 
 static ngx_int_t
@@ -582,10 +552,10 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     if (lmcf->session->down && llcf->fail_open) {
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "%s \"%V\" bypassed: no zookeeper connection",
-                      ngx_http_zk_lock_type_name[spec->type], &want->path);
+                      ngx_http_zk_lock_directive(spec), &want->path);
 
-        ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
-        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_M_BYPASSED, 0);
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
+        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
         ngx_http_zk_lock_bypassed(ctx, want);
 
         return NGX_DECLINED;
@@ -602,37 +572,20 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     *hold = *want;
     hold->node = NULL;
-    hold->mutex = NULL;
     hold->pass = ctx->pass;
     hold->request = r;
     hold->epoch = ctx->epoch;
     hold->abort = llcf->lost_abort;
 
-    if (spec->v2) {
-
-        /* first the protocol's mutex, "<path>/locks" */
-
-        hold->mutex = ngx_http_zk_lock_step(r, ctx, hold,
-                                            NGX_HTTP_ZK_LOCK_LEASE, 1,
-                                            "/locks");
-        if (hold->mutex == NULL) {
-            ctx->holds.nelts--;
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-    } else {
-        hold->node = ngx_http_zk_lock_step(r, ctx, hold,
-                                           ngx_http_zk_lock_kind(spec),
-                                           spec->leases, NULL);
-        if (hold->node == NULL) {
-            ctx->holds.nelts--;
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
+    hold->node = ngx_http_zk_lock_step(r, ctx, hold);
+    if (hold->node == NULL) {
+        ctx->holds.nelts--;
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "%s \"%V\" leases:%ui: waiting",
-                   ngx_http_zk_lock_type_name[spec->type], &hold->path,
+                   ngx_http_zk_lock_directive(spec), &hold->path,
                    spec->leases);
 
     timeout = ngx_http_zk_lock_spec_timeout(llcf, spec);
@@ -657,7 +610,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_add_timer(&ctx->timer, timeout);
 
     ngx_http_zk_lock_nwaiting++;
-    ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_M_WAIT, 0);
+    ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
 
     ngx_http_zk_lock_suspend(r);
 
@@ -665,35 +618,21 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 }
 
 
-/* one node of a lock: at the lock's path, or below it ("suffix") */
+/* the request's node in a lock, to wait for */
 
 static ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_kind_e kind,
-    ngx_uint_t leases, char *suffix)
+    ngx_http_zk_lock_hold_t *hold)
 {
-    size_t                         len;
-    ngx_str_t                      info, path;
+    ngx_str_t                      info;
+    ngx_http_zk_lock_spec_t       *spec;
     ngx_http_zk_lock_node_t       *node;
     ngx_http_zk_lock_counter_t    *counter;
     ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-
-    path = hold->path;
-
-    if (suffix) {
-        len = ngx_strlen(suffix);
-
-        path.data = ngx_pnalloc(r->pool, hold->path.len + len);
-        if (path.data == NULL) {
-            return NULL;
-        }
-
-        path.len = ngx_sprintf(path.data, "%V%s", &hold->path, suffix)
-                   - path.data;
-    }
+    spec = hold->spec;
 
     if (ngx_http_zk_lock_info(r, &info) != NGX_OK) {
         return NULL;
@@ -701,33 +640,39 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     counter = NULL;
 
-    /* not for the mutex of the v2 protocol */
-
-    if (hold->spec->counter.len
-        && (suffix == NULL || kind == NGX_HTTP_ZK_LOCK_COUNT))
-    {
-        counter = ngx_http_zk_lock_counter(lmcf->session, &hold->spec->counter);
+    if (spec->counter.len) {
+        counter = ngx_http_zk_lock_counter(lmcf->session, &spec->counter);
         if (counter == NULL) {
             return NULL;
         }
     }
 
-    node = ngx_http_zk_lock_acquire(lmcf->session, &path, kind, leases,
-                                    counter, &info, ngx_http_zk_lock_notify,
-                                    ctx, r->connection->log);
+    if (spec->v2) {
+        node = ngx_http_zk_lock_semv2_acquire(lmcf->session, &hold->path,
+                                              spec->leases, counter, &info,
+                                              spec->transient,
+                                              ngx_http_zk_lock_notify, ctx,
+                                              r->connection->log);
+
+    } else {
+        node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
+                                        ngx_http_zk_lock_types[spec->type].kind,
+                                        spec->leases, counter, &info,
+                                        ngx_http_zk_lock_notify, ctx,
+                                        r->connection->log);
+
+        if (node && spec->transient) {
+            ngx_http_zk_lock_transient(node, spec->transient);
+        }
+    }
 
     if (node == NULL) {
         return NULL;
     }
 
-    if (hold->spec->transient) {
-        ngx_http_zk_lock_transient(node,
-                                   hold->spec->transient + (suffix != NULL));
-    }
-
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
-    if (ngx_http_zk_lock_spec_timeout(llcf, hold->spec) == 0) {
+    if (ngx_http_zk_lock_spec_timeout(llcf, spec) == 0) {
         ngx_http_zk_lock_try(node);
     }
 
@@ -939,8 +884,6 @@ ngx_http_zk_lock_client_gone(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_zk_lock_full(ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
 {
-    u_char                        *p;
-    ngx_str_t                      path;
     ngx_uint_t                     n;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -961,24 +904,9 @@ ngx_http_zk_lock_full(ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
         return 0;
     }
 
-    if (!want->spec->v2) {
-        n = ngx_http_zk_lock_waiting(lmcf->session, &want->path);
-        return n >= want->spec->max_waiting;
-    }
-
-    p = ngx_pnalloc(r->pool, want->path.len + sizeof("/leases") - 1);
-    if (p == NULL) {
-        return 0;
-    }
-
-    path.data = p;
-    path.len = ngx_sprintf(p, "%V/locks", &want->path) - p;
-
-    n = ngx_http_zk_lock_waiting(lmcf->session, &path);
-
-    path.len = ngx_sprintf(p, "%V/leases", &want->path) - p;
-
-    n += ngx_http_zk_lock_waiting(lmcf->session, &path);
+    n = want->spec->v2
+        ? ngx_http_zk_lock_semv2_waiting(lmcf->session, &want->path)
+        : ngx_http_zk_lock_waiting(lmcf->session, &want->path);
 
     return n >= want->spec->max_waiting;
 }
@@ -998,11 +926,11 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     ngx_log_error(llcf->log_level, r->connection->log, 0,
                   "%s \"%V\" rejected: too many requests waiting",
-                  ngx_http_zk_lock_type_name[want->spec->type], &want->path);
+                  ngx_http_zk_lock_directive(want->spec), &want->path);
 
     ngx_http_zk_lock_give_back(ctx);
-    ctx->result = NGX_HTTP_ZK_LOCK_REJECTED;
-    ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_M_REJECTED, 0);
+    ctx->result = NGX_HTTP_ZK_LOCK_EV_REJECTED;
+    ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_EV_REJECTED, 0);
 
     if (llcf->status == NGX_HTTP_TOO_MANY_REQUESTS
         || llcf->status == NGX_HTTP_SERVICE_UNAVAILABLE)
@@ -1048,33 +976,14 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
     if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
         w = &hold[ctx->waiting];
 
-        if (node == w->mutex && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        if (node == w->node) {
+            if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+                ngx_http_zk_lock_done(ctx, NGX_OK, 0);
 
-            /* semaphore v2: with the mutex, count the leases */
-
-            w->node = ngx_http_zk_lock_step(ctx->request, ctx, w,
-                                            NGX_HTTP_ZK_LOCK_COUNT,
-                                            w->spec->leases, "/leases");
-            if (w->node == NULL) {
-                ngx_http_zk_lock_done(ctx, NGX_ERROR, ZSYSTEMERROR);
+            } else {
+                ngx_http_zk_lock_done(ctx, NGX_ERROR, node->error);
             }
 
-            return;
-        }
-
-        if (node == w->node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
-
-            if (w->mutex) {
-                ngx_http_zk_lock_release(w->mutex);
-                w->mutex = NULL;
-            }
-
-            ngx_http_zk_lock_done(ctx, NGX_OK, 0);
-            return;
-        }
-
-        if (node == w->node || node == w->mutex) {
-            ngx_http_zk_lock_done(ctx, NGX_ERROR, node->error);
             return;
         }
     }
@@ -1090,7 +999,7 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 
         ngx_log_error(NGX_LOG_WARN, ctx->main->connection->log, 0,
                       "%s \"%V\" lost while held (%d: %s)%s",
-                      ngx_http_zk_lock_type_name[hold[i].spec->type],
+                      ngx_http_zk_lock_directive(hold[i].spec),
                       &hold[i].path, node->error, zerror(node->error),
                       hold[i].abort ? ", aborting the request" : "");
 
@@ -1100,10 +1009,10 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
         if (hold[i].counted) {
             hold[i].counted = 0;
             ngx_http_zk_lock_metrics_count(hold[i].spec,
-                                           NGX_HTTP_ZK_LOCK_M_LOST, 0);
+                                           NGX_HTTP_ZK_LOCK_EV_LOST, 0);
         }
 
-        ctx->result = NGX_HTTP_ZK_LOCK_LOST_HELD;
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_LOST;
         abort |= hold[i].abort;
     }
 
@@ -1168,13 +1077,13 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
     if (rc == NGX_OK) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "%s \"%V\" acquired after %Mms",
-                      ngx_http_zk_lock_type_name[hold->spec->type],
+                      ngx_http_zk_lock_directive(hold->spec),
                       &hold->path, waited);
 
-        ctx->result = NGX_HTTP_ZK_LOCK_ACQUIRED;
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_ACQUIRED;
         hold->counted = 1;
         ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_M_ACQUIRED, waited);
+                                       NGX_HTTP_ZK_LOCK_EV_ACQUIRED, waited);
 
     } else if (llcf->fail_open
                && (rc == NGX_DECLINED ? !lmcf->session->connected
@@ -1182,21 +1091,21 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
     {
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "%s \"%V\" bypassed after %Mms: %s",
-                      ngx_http_zk_lock_type_name[hold->spec->type],
+                      ngx_http_zk_lock_directive(hold->spec),
                       &hold->path, waited,
                       rc == NGX_DECLINED ? "no zookeeper connection"
                                          : zerror(error));
 
         ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_M_UNWAIT, 0);
+                                       NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
         ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_M_BYPASSED, 0);
+                                       NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
 
         bypass = *hold;
         ngx_http_zk_lock_give_back(ctx);
         ngx_http_zk_lock_bypassed(ctx, &bypass);
 
-        ctx->result = NGX_HTTP_ZK_LOCK_BYPASSED;
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
         ctx->status = NGX_DECLINED;
 
     } else {
@@ -1204,33 +1113,33 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
         if (rc == NGX_DECLINED && lmcf->session->connected) {
             ngx_log_error(llcf->log_level, r->connection->log, 0,
                           "%s \"%V\" not acquired in %Mms",
-                          ngx_http_zk_lock_type_name[hold->spec->type],
+                          ngx_http_zk_lock_directive(hold->spec),
                           &hold->path, waited);
 
-            ctx->result = NGX_HTTP_ZK_LOCK_TIMEOUT;
+            ctx->result = NGX_HTTP_ZK_LOCK_EV_TIMEOUT;
             ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_M_TIMEOUT, 0);
+                                           NGX_HTTP_ZK_LOCK_EV_TIMEOUT, 0);
 
         } else if (rc == NGX_DECLINED) {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "%s \"%V\" not acquired in %Mms: "
                           "no zookeeper connection",
-                          ngx_http_zk_lock_type_name[hold->spec->type],
+                          ngx_http_zk_lock_directive(hold->spec),
                           &hold->path, waited);
 
-            ctx->result = NGX_HTTP_ZK_LOCK_ERROR;
+            ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
             ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_M_ERROR, 0);
+                                           NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
 
         } else {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "%s \"%V\" failed (%d: %s)",
-                          ngx_http_zk_lock_type_name[hold->spec->type],
+                          ngx_http_zk_lock_directive(hold->spec),
                           &hold->path, error, zerror(error));
 
-            ctx->result = NGX_HTTP_ZK_LOCK_ERROR;
+            ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
             ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_M_ERROR, 0);
+                                           NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
         }
 
         ngx_http_zk_lock_give_back(ctx);
@@ -1261,7 +1170,6 @@ ngx_http_zk_lock_bypassed(ngx_http_zk_lock_ctx_t *ctx,
 
     *hold = *want;
     hold->node = NULL;
-    hold->mutex = NULL;
     hold->pass = ctx->pass;
     hold->counted = 0;
     hold->bypassed = 1;
@@ -1350,7 +1258,7 @@ ngx_http_zk_lock_cleanup(void *data)
     if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
         ngx_http_zk_lock_nwaiting--;
         ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
-                                       NGX_HTTP_ZK_LOCK_M_UNWAIT, 0);
+                                       NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
     }
 
     for (i = 0; i < ctx->holds.nelts; i++) {
@@ -1365,39 +1273,12 @@ ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold)
     if (hold->counted) {
         hold->counted = 0;
         ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_M_RELEASED, 0);
+                                       NGX_HTTP_ZK_LOCK_EV_RELEASED, 0);
     }
 
     if (hold->node) {
         ngx_http_zk_lock_release(hold->node);
         hold->node = NULL;
-    }
-
-    if (hold->mutex) {
-        ngx_http_zk_lock_release(hold->mutex);
-        hold->mutex = NULL;
-    }
-}
-
-
-/* errors that say nothing of the lock, only that the session is unusable */
-
-static ngx_int_t
-ngx_http_zk_lock_session_error(int error)
-{
-    switch (error) {
-
-    case ZCONNECTIONLOSS:
-    case ZOPERATIONTIMEOUT:
-    case ZSESSIONEXPIRED:
-    case ZSESSIONMOVED:
-    case ZINVALIDSTATE:
-    case ZCLOSING:
-    case ZAUTHFAILED:
-        return 1;
-
-    default:
-        return 0;
     }
 }
 
@@ -1433,7 +1314,7 @@ ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
 
     ctx = ngx_http_zk_lock_find_ctx(r, &found);
 
-    if (ctx == NULL || ctx->result == 0) {
+    if (ctx == NULL || ctx->result == NGX_HTTP_ZK_LOCK_EV_NONE) {
         v->not_found = 1;
         return NGX_OK;
     }

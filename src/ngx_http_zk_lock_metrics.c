@@ -38,7 +38,7 @@ typedef struct {
 
 
 typedef struct {
-    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_M_LOST + 1];
+    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_LOST + 1];
     ngx_atomic_t                  wait_sum;   /* ms */
     ngx_atomic_t                  buckets[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
 } ngx_http_zk_lock_stat_t;
@@ -101,10 +101,6 @@ static ngx_msec_t  ngx_http_zk_lock_bounds[NGX_HTTP_ZK_LOCK_BUCKETS] = {
 static char  *ngx_http_zk_lock_bound_names[NGX_HTTP_ZK_LOCK_BUCKETS] = {
     "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
     "2.5", "5", "10"
-};
-
-static char  *ngx_http_zk_lock_kinds[] = {
-    "", "mutex", "semaphore", "read", "write"
 };
 
 /* the zone of the current cycle, mapped in every worker */
@@ -277,11 +273,11 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
 
     switch (event) {
 
-    case NGX_HTTP_ZK_LOCK_M_WAIT:
+    case NGX_HTTP_ZK_LOCK_EV_WAIT:
         g->waiting++;
         return;
 
-    case NGX_HTTP_ZK_LOCK_M_ACQUIRED:
+    case NGX_HTTP_ZK_LOCK_EV_ACQUIRED:
         g->waiting--;
         g->held++;
 
@@ -295,14 +291,14 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         (void) ngx_atomic_fetch_add(&st->wait_sum, waited);
         return;
 
-    case NGX_HTTP_ZK_LOCK_M_UNWAIT:
-    case NGX_HTTP_ZK_LOCK_M_TIMEOUT:
-    case NGX_HTTP_ZK_LOCK_M_ERROR:
+    case NGX_HTTP_ZK_LOCK_EV_UNWAIT:
+    case NGX_HTTP_ZK_LOCK_EV_TIMEOUT:
+    case NGX_HTTP_ZK_LOCK_EV_ERROR:
         g->waiting--;
         return;
 
-    case NGX_HTTP_ZK_LOCK_M_RELEASED:
-    case NGX_HTTP_ZK_LOCK_M_LOST:
+    case NGX_HTTP_ZK_LOCK_EV_RELEASED:
+    case NGX_HTTP_ZK_LOCK_EV_LOST:
         g->held--;
         return;
 
@@ -529,15 +525,15 @@ ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         "\"bypassed\":%uA,\"rejected\":%uA,\"lost\":%uA,"
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
-                        ngx_http_zk_lock_kinds[m[i].type],
+                        ngx_http_zk_lock_types[m[i].type].label,
                         ngx_http_zk_lock_gauge(shm, i, 0),
                         ngx_http_zk_lock_gauge(shm, i, 1),
-                        st->total[NGX_HTTP_ZK_LOCK_M_ACQUIRED],
-                        st->total[NGX_HTTP_ZK_LOCK_M_TIMEOUT],
-                        st->total[NGX_HTTP_ZK_LOCK_M_ERROR],
-                        st->total[NGX_HTTP_ZK_LOCK_M_BYPASSED],
-                        st->total[NGX_HTTP_ZK_LOCK_M_REJECTED],
-                        st->total[NGX_HTTP_ZK_LOCK_M_LOST],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_ACQUIRED],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_TIMEOUT],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_ERROR],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_BYPASSED],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_REJECTED],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_LOST],
                         h.cum[NGX_HTTP_ZK_LOCK_BUCKETS], h.sum);
 
         for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
@@ -652,12 +648,12 @@ ngx_http_zk_lock_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
         char                 *result;
         ngx_uint_t            event;
     } results[] = {
-        { "acquired", NGX_HTTP_ZK_LOCK_M_ACQUIRED },
-        { "timeout", NGX_HTTP_ZK_LOCK_M_TIMEOUT },
-        { "error", NGX_HTTP_ZK_LOCK_M_ERROR },
-        { "bypassed", NGX_HTTP_ZK_LOCK_M_BYPASSED },
-        { "rejected", NGX_HTTP_ZK_LOCK_M_REJECTED },
-        { "lost", NGX_HTTP_ZK_LOCK_M_LOST }
+        { "acquired", NGX_HTTP_ZK_LOCK_EV_ACQUIRED },
+        { "timeout", NGX_HTTP_ZK_LOCK_EV_TIMEOUT },
+        { "error", NGX_HTTP_ZK_LOCK_EV_ERROR },
+        { "bypassed", NGX_HTTP_ZK_LOCK_EV_BYPASSED },
+        { "rejected", NGX_HTTP_ZK_LOCK_EV_REJECTED },
+        { "lost", NGX_HTTP_ZK_LOCK_EV_LOST }
     };
 
     p = ngx_sprintf(p, "# HELP zk_lock_requests_total Requests at the lock, "
@@ -725,7 +721,8 @@ ngx_http_zk_lock_prom_series(u_char *p, char *family,
     p = ngx_sprintf(p, "%s{path=\"", family);
     p = ngx_http_zk_lock_escape(p, &m->name);
 
-    return ngx_sprintf(p, "\",type=\"%s\"", ngx_http_zk_lock_kinds[m->type]);
+    return ngx_sprintf(p, "\",type=\"%s\"",
+                       ngx_http_zk_lock_types[m->type].label);
 }
 
 

@@ -15,20 +15,6 @@
 #include "ngx_http_zk_lock_module.h"
 
 
-/* what happened to a request at a lock directive */
-typedef enum {
-    NGX_HTTP_ZK_LOCK_M_WAIT = 0,    /* starts waiting */
-    NGX_HTTP_ZK_LOCK_M_UNWAIT,      /* stops waiting: gone, or given back */
-    NGX_HTTP_ZK_LOCK_M_ACQUIRED,    /* stops waiting, holds; with the time */
-    NGX_HTTP_ZK_LOCK_M_TIMEOUT,     /* stops waiting */
-    NGX_HTTP_ZK_LOCK_M_ERROR,       /* stops waiting */
-    NGX_HTTP_ZK_LOCK_M_BYPASSED,    /* stops waiting, or never started */
-    NGX_HTTP_ZK_LOCK_M_REJECTED,
-    NGX_HTTP_ZK_LOCK_M_RELEASED,    /* held no more */
-    NGX_HTTP_ZK_LOCK_M_LOST         /* held no more: the session expired */
-} ngx_http_zk_lock_event_e;
-
-
 ngx_int_t ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf);
 void ngx_http_zk_lock_metrics_worker(void);

@@ -101,6 +101,15 @@ static ngx_conf_enum_t  ngx_http_zk_lock_lost[] = {
 };
 
 
+ngx_http_zk_lock_type_t  ngx_http_zk_lock_types[] = {
+    { "", "", NGX_HTTP_ZK_LOCK_LEASE },
+    { "zk_mutex", "mutex", NGX_HTTP_ZK_LOCK_LEASE },
+    { "zk_semaphore", "semaphore", NGX_HTTP_ZK_LOCK_LEASE },
+    { "zk_rwlock read", "read", NGX_HTTP_ZK_LOCK_READ },
+    { "zk_rwlock write", "write", NGX_HTTP_ZK_LOCK_WRITE }
+};
+
+
 static ngx_command_t  ngx_http_zk_lock_commands[] = {
 
     { ngx_string("zk_hosts"),

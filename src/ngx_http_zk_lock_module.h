@@ -14,12 +14,40 @@
 #include <zookeeper/zookeeper.h>
 
 #include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_listing.h"
 
 
+/* a lock directive's type: its index in ngx_http_zk_lock_types[] */
 #define NGX_HTTP_ZK_LOCK_MUTEX        1
 #define NGX_HTTP_ZK_LOCK_SEMAPHORE    2
 #define NGX_HTTP_ZK_LOCK_RWLOCK_READ  3
 #define NGX_HTTP_ZK_LOCK_RWLOCK_WRITE 4
+
+typedef struct {
+    char                         *directive;  /* in log lines */
+    char                         *label;      /* the metrics' "type" */
+    ngx_http_zk_lock_kind_e       kind;       /* its node, Curator's name */
+} ngx_http_zk_lock_type_t;
+
+
+/*
+ * What happened to a request at a lock directive: the metrics count each,
+ * $zk_lock_status names the last of those that end a wait
+ */
+
+typedef enum {
+    NGX_HTTP_ZK_LOCK_EV_NONE = 0,
+    NGX_HTTP_ZK_LOCK_EV_WAIT,       /* starts waiting */
+    NGX_HTTP_ZK_LOCK_EV_UNWAIT,     /* stops waiting: gone, or given back */
+    NGX_HTTP_ZK_LOCK_EV_ACQUIRED,   /* stops waiting, holds; with the time */
+    NGX_HTTP_ZK_LOCK_EV_TIMEOUT,    /* stops waiting */
+    NGX_HTTP_ZK_LOCK_EV_ERROR,      /* stops waiting */
+    NGX_HTTP_ZK_LOCK_EV_BYPASSED,   /* stops waiting, or never started */
+    NGX_HTTP_ZK_LOCK_EV_REJECTED,
+    NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more */
+    NGX_HTTP_ZK_LOCK_EV_LOST        /* held no more: the session expired */
+} ngx_http_zk_lock_event_e;
+
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */
 typedef struct {
@@ -74,6 +102,12 @@ typedef struct {
 
 
 extern ngx_module_t  ngx_http_zk_lock_module;
+
+
+extern ngx_http_zk_lock_type_t  ngx_http_zk_lock_types[];
+
+#define ngx_http_zk_lock_directive(spec)                                     \
+    ngx_http_zk_lock_types[(spec)->type].directive
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_MODULE_H_INCLUDED_ */

@@ -17,10 +17,12 @@
 #define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
 
 /*
- * A listing longer than this is a deep queue, where a worker watches the
- * nodes at its head, see window(), up to this many of them; the queue stays
- * deep until a quarter of that is left, lest it list at each handoff of its
- * tail
+ * A listing longer than NGX_HTTP_ZK_LOCK_DEEP is a deep queue, where a
+ * worker watches the nodes at its head, see window(), up to MAX_SPAN of
+ * them; the queue stays deep until a quarter of that is left, lest it list
+ * at each handoff of its tail.  Not a setting: the tests build the module
+ * once more with -DNGX_HTTP_ZK_LOCK_DEEP=0, which makes every queue deep,
+ * to run the deep-queue paths under every scenario (see README, Layout).
  */
 #ifndef NGX_HTTP_ZK_LOCK_DEEP
 #define NGX_HTTP_ZK_LOCK_DEEP           64
@@ -96,6 +98,12 @@ typedef struct {
 typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
 
 
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_new(
+    ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+static void ngx_http_zk_lock_gate_notify(ngx_http_zk_lock_node_t *gate);
 static void ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_visit_pt visit);
 static ngx_uint_t ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node);
@@ -183,6 +191,33 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
+    ngx_http_zk_lock_node_t  *node;
+
+    node = ngx_http_zk_lock_new(s, path, kind, leases, counter, info, notify,
+                                data, log);
+    if (node == NULL) {
+        return NULL;
+    }
+
+    if (s->connected) {
+        ngx_http_zk_lock_create(node);
+
+    } else {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
+                       "zk lock: \"%s\" parked until connected",
+                       node->lock->path);
+    }
+
+    return node;
+}
+
+
+static ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+{
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
 
@@ -227,14 +262,6 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
         lock->count = 1;
     }
 
-    if (s->connected) {
-        ngx_http_zk_lock_create(node);
-
-    } else {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
-                       "zk lock: \"%s\" parked until connected", lock->path);
-    }
-
     return node;
 }
 
@@ -254,6 +281,11 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: release \"%s/%s\" %s", lock->path, node->name,
                    ngx_http_zk_lock_state_name[node->state]);
+
+    if (node->gate) {
+        ngx_http_zk_lock_release(node->gate);
+        node->gate = NULL;
+    }
 
     node->notify = NULL;
     node->data = NULL;
@@ -335,10 +367,69 @@ ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
 {
     node->trying = 1;
 
+    if (node->gate) {
+        ngx_http_zk_lock_try(node->gate);
+    }
+
     if (node->deferred) {
         node->deferred = 0;
         ngx_http_zk_lock_ask(node->lock);
     }
+}
+
+
+/*
+ * A node created only once another node, its gate, holds: Curator's
+ * semaphore v2 takes a lease while it holds a mutex.  The node has the
+ * gate's owner and data; the gate is released when the owner is told of
+ * the node, or releases it, and a gate that fails fails the node.
+ */
+
+ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_behind(ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter)
+{
+    ngx_http_zk_lock_node_t  *node;
+
+    node = ngx_http_zk_lock_new(gate->lock->session, path, kind, leases,
+                                counter, &gate->info, gate->notify,
+                                gate->data, gate->log);
+    if (node == NULL) {
+        return NULL;
+    }
+
+    node->gate = gate;
+    gate->notify = ngx_http_zk_lock_gate_notify;
+    gate->data = node;
+
+    return node;
+}
+
+
+static void
+ngx_http_zk_lock_gate_notify(ngx_http_zk_lock_node_t *gate)
+{
+    int                       error;
+    ngx_http_zk_lock_node_t  *node;
+
+    node = gate->data;
+
+    if (gate->state == NGX_HTTP_ZK_LOCK_HELD) {
+        if (node->state == NGX_HTTP_ZK_LOCK_PARKED
+            && node->lock->session->connected)
+        {
+            ngx_http_zk_lock_create(node);
+        }
+
+        return;
+    }
+
+    error = gate->error;
+    node->gate = NULL;
+    ngx_http_zk_lock_release(gate);
+
+    ngx_http_zk_lock_node_fail(node, error);
 }
 
 
@@ -444,7 +535,11 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     {
         node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
-        if (node->notify && node->state != NGX_HTTP_ZK_LOCK_HELD) {
+        if (node->notify && node->state != NGX_HTTP_ZK_LOCK_HELD
+            && (node->gate == NULL
+                || node->gate->state == NGX_HTTP_ZK_LOCK_HELD))
+        {
+            /* a node behind its gate waits there, and is counted there */
             n++;
         }
     }
@@ -664,7 +759,12 @@ ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node)
     switch (node->state) {
 
     case NGX_HTTP_ZK_LOCK_PARKED:
-        ngx_http_zk_lock_create(node);
+        if (node->gate == NULL
+            || node->gate->state == NGX_HTTP_ZK_LOCK_HELD)
+        {
+            ngx_http_zk_lock_create(node);
+        }
+
         return 0;
 
     case NGX_HTTP_ZK_LOCK_ORPHAN:
@@ -863,6 +963,12 @@ ngx_http_zk_lock_notify_handler(ngx_event_t *ev)
     ngx_http_zk_lock_node_t  *node;
 
     node = ev->data;
+
+    if (node->gate) {
+        /* held or failed: the gate has done its part */
+        ngx_http_zk_lock_release(node->gate);
+        node->gate = NULL;
+    }
 
     if (node->notify) {
         node->notify(node);

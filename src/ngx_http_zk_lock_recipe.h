@@ -127,6 +127,9 @@ struct ngx_http_zk_lock_node_s {
     u_char                        pred[64];   /* the child just ahead */
 
     ngx_str_t                     info;       /* node data: the holder */
+
+    /* created once this holds, released once told: see behind() */
+    ngx_http_zk_lock_node_t      *gate;
 };
 
 
@@ -139,6 +142,10 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+ngx_http_zk_lock_node_t *ngx_http_zk_lock_behind(
+    ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
 u_char *ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node,

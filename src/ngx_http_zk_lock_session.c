@@ -1128,3 +1128,25 @@ ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
 
     return p;
 }
+
+
+/* errors that say nothing of a lock, only that the session is unusable */
+
+ngx_int_t
+ngx_http_zk_lock_session_error(int error)
+{
+    switch (error) {
+
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+    case ZSESSIONEXPIRED:
+    case ZSESSIONMOVED:
+    case ZINVALIDSTATE:
+    case ZCLOSING:
+    case ZAUTHFAILED:
+        return 1;
+
+    default:
+        return 0;
+    }
+}
