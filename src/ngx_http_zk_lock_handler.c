@@ -21,6 +21,11 @@
 #define NGX_HTTP_ZK_LOCK_INFO_LEN  256
 
 
+/* the directive of a lock, as log lines name it */
+#define ngx_http_zk_lock_directive(spec)                                     \
+    ngx_http_zk_lock_types[(spec)->type].directive
+
+
 /* a lock the client request holds or waits for */
 
 typedef struct {
@@ -70,51 +75,53 @@ typedef struct {
 } ngx_http_zk_lock_ctx_t;
 
 
-static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_find_ctx(
+static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_find_ctx(
     ngx_http_request_t *r, ngx_uint_t *found);
-static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_get_ctx(ngx_http_request_t *r);
-static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_create_ctx(
+static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_get_ctx(
     ngx_http_request_t *r);
-static ngx_int_t ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
+static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_create_ctx(
+    ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
-static ngx_int_t ngx_http_zk_lock_hold_cmp(const void *one,
+static ngx_int_t ngx_http_zk_lock_handler_hold_cmp(const void *one,
     const void *two);
-static ngx_int_t ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx,
+static ngx_int_t ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want);
-static ngx_int_t ngx_http_zk_lock_wait(ngx_http_request_t *r,
+static ngx_int_t ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_step(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold);
-static ngx_int_t ngx_http_zk_lock_info(ngx_http_request_t *r,
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_handler_step(
+    ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold);
+static ngx_int_t ngx_http_zk_lock_handler_info(ngx_http_request_t *r,
     ngx_str_t *info);
-static size_t ngx_http_zk_lock_utf8_cut(u_char *text, size_t len);
-static ngx_int_t ngx_http_zk_lock_refused(ngx_http_request_t *r,
+static size_t ngx_http_zk_lock_handler_utf8_cut(u_char *text, size_t len);
+static ngx_int_t ngx_http_zk_lock_handler_refused(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
-static uint32_t ngx_http_zk_lock_utf8(u_char **pp, u_char *last);
-static ngx_int_t ngx_http_zk_lock_block(ngx_http_request_t *r,
+static uint32_t ngx_http_zk_lock_handler_utf8(u_char **pp, u_char *last);
+static ngx_int_t ngx_http_zk_lock_handler_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
-static void ngx_http_zk_lock_suspend(ngx_http_request_t *r);
-static void ngx_http_zk_lock_test_writing(ngx_http_request_t *r);
-static ngx_int_t ngx_http_zk_lock_client_gone(ngx_http_request_t *r);
-static ngx_int_t ngx_http_zk_lock_full(ngx_http_request_t *r,
+static void ngx_http_zk_lock_handler_suspend(ngx_http_request_t *r);
+static void ngx_http_zk_lock_handler_test_writing(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_handler_client_gone(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
     ngx_http_zk_lock_hold_t *want);
-static ngx_int_t ngx_http_zk_lock_reject(ngx_http_request_t *r,
+static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static void ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node);
-static ngx_msec_t ngx_http_zk_lock_spec_timeout(
+static void ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node);
+static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
     ngx_http_zk_lock_loc_conf_t *llcf, ngx_http_zk_lock_spec_t *spec);
-static void ngx_http_zk_lock_timeout_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
-    int error);
-static void ngx_http_zk_lock_bypassed(ngx_http_zk_lock_ctx_t *ctx,
+static void ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_int_t rc, int error);
+static void ngx_http_zk_lock_handler_bypassed(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *want);
-static void ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx);
-static void ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx);
-static void ngx_http_zk_lock_cleanup(void *data);
-static void ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold);
-static ngx_int_t ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
+static void ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx);
+static void ngx_http_zk_lock_handler_resume(ngx_http_zk_lock_ctx_t *ctx);
+static void ngx_http_zk_lock_handler_cleanup(void *data);
+static void ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold);
+static ngx_int_t ngx_http_zk_lock_handler_result_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
-static ngx_int_t ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
+static ngx_int_t ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 
 
@@ -141,13 +148,15 @@ static ngx_uint_t  ngx_http_zk_lock_nwaiting;
 static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
 
     { ngx_string("zk_lock_status"), NULL,
-      ngx_http_zk_lock_result_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      ngx_http_zk_lock_handler_result_variable, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("zk_lock_wait_time"), NULL,
-      ngx_http_zk_lock_result_variable, 1, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      ngx_http_zk_lock_handler_result_variable, 1,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("zk_lock_node"), NULL,
-      ngx_http_zk_lock_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      ngx_http_zk_lock_handler_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -169,11 +178,11 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
         return NGX_DECLINED;
     }
 
-    ctx = ngx_http_zk_lock_get_ctx(r);
+    ctx = ngx_http_zk_lock_handler_get_ctx(r);
 
     if (ctx) {
         if (ctx->refused) {
-            rc = ngx_http_zk_lock_refused(r, ctx);
+            rc = ngx_http_zk_lock_handler_refused(r, ctx);
             if (rc != NGX_DECLINED) {
                 return rc;
             }
@@ -185,10 +194,10 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
                 return NGX_AGAIN;
             }
 
-            return ngx_http_zk_lock_block(r, ctx);
+            return ngx_http_zk_lock_handler_block(r, ctx);
         }
 
-        if (ngx_http_zk_lock_client_gone(r)) {
+        if (ngx_http_zk_lock_handler_client_gone(r)) {
             return NGX_HTTP_CLIENT_CLOSED_REQUEST;
         }
 
@@ -210,7 +219,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     for (i = 0; i < n; i++) {
         want[i].spec = &spec[i];
 
-        rc = ngx_http_zk_lock_eval_path(r, &spec[i], &want[i].path);
+        rc = ngx_http_zk_lock_handler_eval_path(r, &spec[i], &want[i].path);
         if (rc != NGX_OK) {
             return rc;
         }
@@ -223,13 +232,13 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
 
     if (n > 1) {
         ngx_sort(want, n, sizeof(ngx_http_zk_lock_hold_t),
-                 ngx_http_zk_lock_hold_cmp);
+                 ngx_http_zk_lock_handler_hold_cmp);
     }
 
     for (i = 0; i < n; i++) {
 
         if (ctx) {
-            switch (ngx_http_zk_lock_holds(ctx, r, &want[i])) {
+            switch (ngx_http_zk_lock_handler_holding(ctx, r, &want[i])) {
 
             case NGX_OK:
                 /* already taken, or re-entry: a subrequest, a redirect */
@@ -252,7 +261,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
         }
 
         if (ctx == NULL) {
-            ctx = ngx_http_zk_lock_create_ctx(r);
+            ctx = ngx_http_zk_lock_handler_create_ctx(r);
             if (ctx == NULL) {
                 return NGX_HTTP_INTERNAL_SERVER_ERROR;
             }
@@ -263,7 +272,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
             ctx->pass++;
         }
 
-        return ngx_http_zk_lock_wait(r, ctx, &want[i]);
+        return ngx_http_zk_lock_handler_wait(r, ctx, &want[i]);
     }
 
     return NGX_DECLINED;
@@ -271,7 +280,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
 
 
 static ngx_int_t
-ngx_http_zk_lock_hold_cmp(const void *one, const void *two)
+ngx_http_zk_lock_handler_hold_cmp(const void *one, const void *two)
 {
     const ngx_http_zk_lock_hold_t  *a = one;
     const ngx_http_zk_lock_hold_t  *b = two;
@@ -296,7 +305,7 @@ ngx_http_zk_lock_hold_cmp(const void *one, const void *two)
  */
 
 static ngx_http_zk_lock_ctx_t *
-ngx_http_zk_lock_find_ctx(ngx_http_request_t *r, ngx_uint_t *found)
+ngx_http_zk_lock_handler_find_ctx(ngx_http_request_t *r, ngx_uint_t *found)
 {
     ngx_pool_cleanup_t      *cln;
     ngx_http_zk_lock_ctx_t  *ctx;
@@ -310,7 +319,7 @@ ngx_http_zk_lock_find_ctx(ngx_http_request_t *r, ngx_uint_t *found)
     }
 
     for (cln = r->main->pool->cleanup; cln; cln = cln->next) {
-        if (cln->handler == ngx_http_zk_lock_cleanup) {
+        if (cln->handler == ngx_http_zk_lock_handler_cleanup) {
             *found = 1;
             return cln->data;
         }
@@ -321,12 +330,12 @@ ngx_http_zk_lock_find_ctx(ngx_http_request_t *r, ngx_uint_t *found)
 
 
 static ngx_http_zk_lock_ctx_t *
-ngx_http_zk_lock_get_ctx(ngx_http_request_t *r)
+ngx_http_zk_lock_handler_get_ctx(ngx_http_request_t *r)
 {
     ngx_uint_t               found;
     ngx_http_zk_lock_ctx_t  *ctx;
 
-    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+    ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
 
     if (found) {
         ctx->epoch++;
@@ -338,7 +347,7 @@ ngx_http_zk_lock_get_ctx(ngx_http_request_t *r)
 
 
 static ngx_http_zk_lock_ctx_t *
-ngx_http_zk_lock_create_ctx(ngx_http_request_t *r)
+ngx_http_zk_lock_handler_create_ctx(ngx_http_request_t *r)
 {
     ngx_pool_cleanup_t      *cln;
     ngx_http_zk_lock_ctx_t  *ctx;
@@ -361,10 +370,10 @@ ngx_http_zk_lock_create_ctx(ngx_http_request_t *r)
     ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
     ctx->main = r->main;
 
-    ctx->timer.handler = ngx_http_zk_lock_timeout_handler;
+    ctx->timer.handler = ngx_http_zk_lock_handler_timeout_handler;
     ctx->timer.data = ctx;
 
-    cln->handler = ngx_http_zk_lock_cleanup;
+    cln->handler = ngx_http_zk_lock_handler_cleanup;
 
     ngx_http_set_ctx(r->main, ctx, ngx_http_zk_lock_module);
 
@@ -379,7 +388,7 @@ ngx_http_zk_lock_create_ctx(ngx_http_request_t *r)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
+ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path)
 {
     u_char                     *p;
@@ -460,8 +469,8 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
  */
 
 static ngx_int_t
-ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
-    ngx_http_zk_lock_hold_t *want)
+ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
 {
     ngx_uint_t                i;
     ngx_http_zk_lock_kind_e   a, b;
@@ -526,8 +535,8 @@ ngx_http_zk_lock_holds(ngx_http_zk_lock_ctx_t *ctx, ngx_http_request_t *r,
 
 
 static ngx_int_t
-ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *want)
+ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
 {
     ngx_msec_t                     timeout;
     ngx_http_zk_lock_hold_t       *hold;
@@ -556,13 +565,13 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
         ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
         ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
-        ngx_http_zk_lock_bypassed(ctx, want);
+        ngx_http_zk_lock_handler_bypassed(ctx, want);
 
         return NGX_DECLINED;
     }
 
-    if (ngx_http_zk_lock_full(r, want)) {
-        return ngx_http_zk_lock_reject(r, ctx, want);
+    if (ngx_http_zk_lock_handler_full(r, want)) {
+        return ngx_http_zk_lock_handler_reject(r, ctx, want);
     }
 
     hold = ngx_array_push(&ctx->holds);
@@ -577,7 +586,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     hold->epoch = ctx->epoch;
     hold->abort = llcf->lost_abort;
 
-    hold->node = ngx_http_zk_lock_step(r, ctx, hold);
+    hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold);
     if (hold->node == NULL) {
         ctx->holds.nelts--;
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -588,7 +597,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
                    ngx_http_zk_lock_directive(spec), &hold->path,
                    spec->leases);
 
-    timeout = ngx_http_zk_lock_spec_timeout(llcf, spec);
+    timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, spec);
 
     if (timeout == 0) {
 
@@ -612,7 +621,7 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_nwaiting++;
     ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
 
-    ngx_http_zk_lock_suspend(r);
+    ngx_http_zk_lock_handler_suspend(r);
 
     return NGX_AGAIN;
 }
@@ -621,8 +630,8 @@ ngx_http_zk_lock_wait(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 /* the request's node in a lock, to wait for */
 
 static ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold)
+ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold)
 {
     ngx_str_t                      info;
     ngx_http_zk_lock_spec_t       *spec;
@@ -634,7 +643,7 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
     spec = hold->spec;
 
-    if (ngx_http_zk_lock_info(r, &info) != NGX_OK) {
+    if (ngx_http_zk_lock_handler_info(r, &info) != NGX_OK) {
         return NULL;
     }
 
@@ -651,14 +660,14 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
         node = ngx_http_zk_lock_semv2_acquire(lmcf->session, &hold->path,
                                               spec->leases, counter, &info,
                                               spec->transient,
-                                              ngx_http_zk_lock_notify, ctx,
-                                              r->connection->log);
+                                              ngx_http_zk_lock_handler_told,
+                                              ctx, r->connection->log);
 
     } else {
         node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
                                         ngx_http_zk_lock_types[spec->type].kind,
                                         spec->leases, counter, &info,
-                                        ngx_http_zk_lock_notify, ctx,
+                                        ngx_http_zk_lock_handler_told, ctx,
                                         r->connection->log);
 
         if (node && spec->transient) {
@@ -672,7 +681,7 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
-    if (ngx_http_zk_lock_spec_timeout(llcf, spec) == 0) {
+    if (ngx_http_zk_lock_handler_spec_timeout(llcf, spec) == 0) {
         ngx_http_zk_lock_try(node);
     }
 
@@ -681,7 +690,7 @@ ngx_http_zk_lock_step(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
 
 static ngx_msec_t
-ngx_http_zk_lock_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
+ngx_http_zk_lock_handler_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
     ngx_http_zk_lock_spec_t *spec)
 {
     return (spec->timeout != NGX_CONF_UNSET_MSEC) ? spec->timeout
@@ -695,7 +704,7 @@ ngx_http_zk_lock_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
  */
 
 static ngx_int_t
-ngx_http_zk_lock_info(ngx_http_request_t *r, ngx_str_t *info)
+ngx_http_zk_lock_handler_info(ngx_http_request_t *r, ngx_str_t *info)
 {
     u_char     *p, *q, *last;
     ngx_str_t   uri;
@@ -728,7 +737,7 @@ ngx_http_zk_lock_info(ngx_http_request_t *r, ngx_str_t *info)
     info->len = p - info->data;
 
     if (p == last) {
-        info->len = ngx_http_zk_lock_utf8_cut(info->data, info->len);
+        info->len = ngx_http_zk_lock_handler_utf8_cut(info->data, info->len);
     }
 
     return NGX_OK;
@@ -738,7 +747,7 @@ ngx_http_zk_lock_info(ngx_http_request_t *r, ngx_str_t *info)
 /* a text cut at a byte count: the last character, if cut in half, goes */
 
 static size_t
-ngx_http_zk_lock_utf8_cut(u_char *text, size_t len)
+ngx_http_zk_lock_handler_utf8_cut(u_char *text, size_t len)
 {
     size_t  i, n;
 
@@ -766,7 +775,8 @@ ngx_http_zk_lock_utf8_cut(u_char *text, size_t len)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_block(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
+ngx_http_zk_lock_handler_block(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx)
 {
     ngx_http_request_t  **rp;
 
@@ -785,7 +795,7 @@ ngx_http_zk_lock_block(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
 
     *rp = r;
 
-    ngx_http_zk_lock_suspend(r);
+    ngx_http_zk_lock_handler_suspend(r);
 
     return NGX_AGAIN;
 }
@@ -798,7 +808,8 @@ ngx_http_zk_lock_block(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_refused(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
+ngx_http_zk_lock_handler_refused(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx)
 {
     ngx_uint_t            i;
     ngx_http_request_t  **rp;
@@ -819,10 +830,10 @@ ngx_http_zk_lock_refused(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx)
 /* as limit_req's delay: notice a client that goes away meanwhile */
 
 static void
-ngx_http_zk_lock_suspend(ngx_http_request_t *r)
+ngx_http_zk_lock_handler_suspend(ngx_http_request_t *r)
 {
     r->read_event_handler = ngx_http_test_reading;
-    r->write_event_handler = ngx_http_zk_lock_test_writing;
+    r->write_event_handler = ngx_http_zk_lock_handler_test_writing;
 
     /*
      * An end of stream that came with the request itself has been
@@ -844,9 +855,9 @@ ngx_http_zk_lock_suspend(ngx_http_request_t *r)
  */
 
 static void
-ngx_http_zk_lock_test_writing(ngx_http_request_t *r)
+ngx_http_zk_lock_handler_test_writing(ngx_http_request_t *r)
 {
-    if (!ngx_http_zk_lock_client_gone(r)) {
+    if (!ngx_http_zk_lock_handler_client_gone(r)) {
         return;
     }
 
@@ -865,7 +876,7 @@ ngx_http_zk_lock_test_writing(ngx_http_request_t *r)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_client_gone(ngx_http_request_t *r)
+ngx_http_zk_lock_handler_client_gone(ngx_http_request_t *r)
 {
     ngx_connection_t  *c;
 
@@ -882,7 +893,8 @@ ngx_http_zk_lock_client_gone(ngx_http_request_t *r)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_full(ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
+ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
+    ngx_http_zk_lock_hold_t *want)
 {
     ngx_uint_t                     n;
     ngx_http_zk_lock_main_conf_t  *lmcf;
@@ -915,8 +927,8 @@ ngx_http_zk_lock_full(ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
 /* the queue is full: no node, the status at once, and when to come back */
 
 static ngx_int_t
-ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *want)
+ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
 {
     time_t                        sec;
     ngx_table_elt_t              *h;
@@ -928,7 +940,7 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
                   "%s \"%V\" rejected: too many requests waiting",
                   ngx_http_zk_lock_directive(want->spec), &want->path);
 
-    ngx_http_zk_lock_give_back(ctx);
+    ngx_http_zk_lock_handler_give_back(ctx);
     ctx->result = NGX_HTTP_ZK_LOCK_EV_REJECTED;
     ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_EV_REJECTED, 0);
 
@@ -942,7 +954,7 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
         /* a waiter's time: by then the queue has moved */
 
-        sec = ngx_http_zk_lock_spec_timeout(llcf, want->spec) / 1000;
+        sec = ngx_http_zk_lock_handler_spec_timeout(llcf, want->spec) / 1000;
 
         h->value.data = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
         if (h->value.data == NULL) {
@@ -963,7 +975,7 @@ ngx_http_zk_lock_reject(ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
 
 
 static void
-ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node)
 {
     ngx_uint_t                i, abort;
     ngx_connection_t         *c;
@@ -978,10 +990,10 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 
         if (node == w->node) {
             if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-                ngx_http_zk_lock_done(ctx, NGX_OK, 0);
+                ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
 
             } else {
-                ngx_http_zk_lock_done(ctx, NGX_ERROR, node->error);
+                ngx_http_zk_lock_handler_done(ctx, NGX_ERROR, node->error);
             }
 
             return;
@@ -1040,14 +1052,15 @@ ngx_http_zk_lock_notify(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_timeout_handler(ngx_event_t *ev)
+ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_done(ev->data, NGX_DECLINED, 0);
+    ngx_http_zk_lock_handler_done(ev->data, NGX_DECLINED, 0);
 }
 
 
 static void
-ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
+ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
+    int error)
 {
     ngx_msec_t                     waited;
     ngx_http_request_t            *r;
@@ -1102,8 +1115,8 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                                        NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
 
         bypass = *hold;
-        ngx_http_zk_lock_give_back(ctx);
-        ngx_http_zk_lock_bypassed(ctx, &bypass);
+        ngx_http_zk_lock_handler_give_back(ctx);
+        ngx_http_zk_lock_handler_bypassed(ctx, &bypass);
 
         ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
         ctx->status = NGX_DECLINED;
@@ -1142,12 +1155,12 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
                                            NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
         }
 
-        ngx_http_zk_lock_give_back(ctx);
+        ngx_http_zk_lock_handler_give_back(ctx);
 
         ctx->status = llcf->status;
     }
 
-    ngx_http_zk_lock_resume(ctx);
+    ngx_http_zk_lock_handler_resume(ctx);
 }
 
 
@@ -1158,7 +1171,7 @@ ngx_http_zk_lock_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc, int error)
  */
 
 static void
-ngx_http_zk_lock_bypassed(ngx_http_zk_lock_ctx_t *ctx,
+ngx_http_zk_lock_handler_bypassed(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *want)
 {
     ngx_http_zk_lock_hold_t  *hold;
@@ -1182,7 +1195,7 @@ ngx_http_zk_lock_bypassed(ngx_http_zk_lock_ctx_t *ctx,
  */
 
 static void
-ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx)
+ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx)
 {
     ngx_http_zk_lock_hold_t  *hold;
 
@@ -1193,13 +1206,13 @@ ngx_http_zk_lock_give_back(ngx_http_zk_lock_ctx_t *ctx)
     while (ctx->holds.nelts
            && hold[ctx->holds.nelts - 1].pass == ctx->pass)
     {
-        ngx_http_zk_lock_drop(&hold[--ctx->holds.nelts]);
+        ngx_http_zk_lock_handler_drop(&hold[--ctx->holds.nelts]);
     }
 }
 
 
 static void
-ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx)
+ngx_http_zk_lock_handler_resume(ngx_http_zk_lock_ctx_t *ctx)
 {
     ngx_uint_t           i;
     ngx_array_t         *tmp;
@@ -1242,7 +1255,7 @@ ngx_http_zk_lock_resume(ngx_http_zk_lock_ctx_t *ctx)
 /* the client request is over, however it ended */
 
 static void
-ngx_http_zk_lock_cleanup(void *data)
+ngx_http_zk_lock_handler_cleanup(void *data)
 {
     ngx_http_zk_lock_ctx_t  *ctx = data;
 
@@ -1262,13 +1275,13 @@ ngx_http_zk_lock_cleanup(void *data)
     }
 
     for (i = 0; i < ctx->holds.nelts; i++) {
-        ngx_http_zk_lock_drop(&hold[i]);
+        ngx_http_zk_lock_handler_drop(&hold[i]);
     }
 }
 
 
 static void
-ngx_http_zk_lock_drop(ngx_http_zk_lock_hold_t *hold)
+ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold)
 {
     if (hold->counted) {
         hold->counted = 0;
@@ -1305,14 +1318,14 @@ ngx_http_zk_lock_add_variables(ngx_conf_t *cf)
 /* $zk_lock_status (data 0) and $zk_lock_wait_time (data 1) */
 
 static ngx_int_t
-ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
+ngx_http_zk_lock_handler_result_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
     u_char                  *p;
     ngx_uint_t               found;
     ngx_http_zk_lock_ctx_t  *ctx;
 
-    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+    ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
 
     if (ctx == NULL || ctx->result == NGX_HTTP_ZK_LOCK_EV_NONE) {
         v->not_found = 1;
@@ -1344,7 +1357,7 @@ ngx_http_zk_lock_result_variable(ngx_http_request_t *r,
 /* the nodes held, as full paths separated by spaces */
 
 static ngx_int_t
-ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
+ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
     u_char                   *p;
@@ -1354,7 +1367,7 @@ ngx_http_zk_lock_node_variable(ngx_http_request_t *r,
     ngx_http_zk_lock_node_t  *node;
     ngx_http_zk_lock_hold_t  *hold;
 
-    ctx = ngx_http_zk_lock_find_ctx(r, &found);
+    ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
 
     if (ctx == NULL) {
         v->not_found = 1;
@@ -1452,7 +1465,7 @@ ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top)
             continue;
         }
 
-        u = ngx_http_zk_lock_utf8(&p, last);
+        u = ngx_http_zk_lock_handler_utf8(&p, last);
 
         if (u == NGX_HTTP_ZK_LOCK_BAD_UTF8) {
             return "not valid UTF-8";
@@ -1482,7 +1495,7 @@ ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top)
  */
 
 static uint32_t
-ngx_http_zk_lock_utf8(u_char **pp, u_char *last)
+ngx_http_zk_lock_handler_utf8(u_char **pp, u_char *last)
 {
     u_char    *p;
     uint32_t   u, min;

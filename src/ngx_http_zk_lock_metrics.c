@@ -71,26 +71,26 @@ static size_t ngx_http_zk_lock_metrics_size(ngx_uint_t nslots,
     ngx_uint_t nstats);
 static ngx_int_t ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
-static ngx_int_t ngx_http_zk_lock_status_handler(ngx_http_request_t *r);
-static u_char *ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names);
-static u_char *ngx_http_zk_lock_prometheus(u_char *p,
+static ngx_int_t ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r);
+static u_char *ngx_http_zk_lock_metrics_json(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_prom_workers(u_char *p,
+static u_char *ngx_http_zk_lock_metrics_prometheus(u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_prom_workers(u_char *p,
     ngx_http_zk_lock_shm_t *shm);
-static u_char *ngx_http_zk_lock_prom_gauges(u_char *p,
+static u_char *ngx_http_zk_lock_metrics_prom_gauges(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t waiting);
-static u_char *ngx_http_zk_lock_prom_requests(u_char *p,
+static u_char *ngx_http_zk_lock_metrics_prom_requests(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_prom_histogram(u_char *p,
+static u_char *ngx_http_zk_lock_metrics_prom_histogram(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_prom_series(u_char *p, char *family,
+static u_char *ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m);
-static void ngx_http_zk_lock_read_histogram(ngx_http_zk_lock_stat_t *st,
+static void ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
     ngx_http_zk_lock_histogram_t *h);
-static u_char *ngx_http_zk_lock_escape(u_char *p, ngx_str_t *s);
-static ngx_atomic_int_t ngx_http_zk_lock_gauge(ngx_http_zk_lock_shm_t *shm,
-    ngx_uint_t i, ngx_uint_t waiting);
+static u_char *ngx_http_zk_lock_metrics_escape(u_char *p, ngx_str_t *s);
+static ngx_atomic_int_t ngx_http_zk_lock_metrics_gauge(
+    ngx_http_zk_lock_shm_t *shm, ngx_uint_t i, ngx_uint_t waiting);
 
 
 /* wait-time histogram bounds, ms */
@@ -364,14 +364,14 @@ ngx_http_zk_lock_status_page(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
-    clcf->handler = ngx_http_zk_lock_status_handler;
+    clcf->handler = ngx_http_zk_lock_metrics_status_handler;
 
     return NGX_CONF_OK;
 }
 
 
 static ngx_int_t
-ngx_http_zk_lock_status_handler(ngx_http_request_t *r)
+ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
 {
     size_t                         size;
     ngx_int_t                      rc;
@@ -428,14 +428,15 @@ ngx_http_zk_lock_status_handler(ngx_http_request_t *r)
     }
 
     if (prometheus) {
-        b->last = ngx_http_zk_lock_prometheus(b->last, ngx_http_zk_lock_shm,
-                                              ngx_http_zk_lock_names);
+        b->last = ngx_http_zk_lock_metrics_prometheus(b->last,
+                                                      ngx_http_zk_lock_shm,
+                                                      ngx_http_zk_lock_names);
         ngx_str_set(&r->headers_out.content_type,
                     "text/plain; version=0.0.4; charset=utf-8");
 
     } else {
-        b->last = ngx_http_zk_lock_json(b->last, ngx_http_zk_lock_shm,
-                                        ngx_http_zk_lock_names);
+        b->last = ngx_http_zk_lock_metrics_json(b->last, ngx_http_zk_lock_shm,
+                                                ngx_http_zk_lock_names);
         ngx_str_set(&r->headers_out.content_type, "application/json");
     }
 
@@ -462,7 +463,7 @@ ngx_http_zk_lock_status_handler(ngx_http_request_t *r)
 /* the sum of the workers' gauges (a late decrement may make one negative) */
 
 static ngx_atomic_int_t
-ngx_http_zk_lock_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
+ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
     ngx_uint_t waiting)
 {
     ngx_uint_t                  k;
@@ -481,7 +482,7 @@ ngx_http_zk_lock_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
 
 
 static u_char *
-ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
+ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
     ngx_uint_t                     i, j, n;
@@ -515,10 +516,10 @@ ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
     for (i = 0; i < names->nelts; i++) {
         st = &shm->stats[i];
-        ngx_http_zk_lock_read_histogram(st, &h);
+        ngx_http_zk_lock_metrics_read_histogram(st, &h);
 
         p = ngx_sprintf(p, "%s{\"path\":\"", i ? "," : "");
-        p = ngx_http_zk_lock_escape(p, &m[i].name);
+        p = ngx_http_zk_lock_metrics_escape(p, &m[i].name);
 
         p = ngx_sprintf(p, "\",\"type\":\"%s\",\"held\":%A,\"waiting\":%A,"
                         "\"acquired\":%uA,\"timeouts\":%uA,\"errors\":%uA,"
@@ -526,8 +527,8 @@ ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
                         ngx_http_zk_lock_types[m[i].type].label,
-                        ngx_http_zk_lock_gauge(shm, i, 0),
-                        ngx_http_zk_lock_gauge(shm, i, 1),
+                        ngx_http_zk_lock_metrics_gauge(shm, i, 0),
+                        ngx_http_zk_lock_metrics_gauge(shm, i, 1),
                         st->total[NGX_HTTP_ZK_LOCK_EV_ACQUIRED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_TIMEOUT],
                         st->total[NGX_HTTP_ZK_LOCK_EV_ERROR],
@@ -551,15 +552,15 @@ ngx_http_zk_lock_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
 
 static u_char *
-ngx_http_zk_lock_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
+ngx_http_zk_lock_metrics_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
-    p = ngx_http_zk_lock_prom_workers(p, shm);
-    p = ngx_http_zk_lock_prom_gauges(p, shm, names, 0);
-    p = ngx_http_zk_lock_prom_gauges(p, shm, names, 1);
-    p = ngx_http_zk_lock_prom_requests(p, shm, names);
+    p = ngx_http_zk_lock_metrics_prom_workers(p, shm);
+    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names, 0);
+    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names, 1);
+    p = ngx_http_zk_lock_metrics_prom_requests(p, shm, names);
 
-    return ngx_http_zk_lock_prom_histogram(p, shm, names);
+    return ngx_http_zk_lock_metrics_prom_histogram(p, shm, names);
 }
 
 
@@ -569,7 +570,7 @@ ngx_http_zk_lock_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
  */
 
 static u_char *
-ngx_http_zk_lock_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
+ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
 {
     ngx_uint_t                i, k;
     ngx_atomic_uint_t         v;
@@ -613,7 +614,7 @@ ngx_http_zk_lock_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
 
 
 static u_char *
-ngx_http_zk_lock_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
+ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names, ngx_uint_t waiting)
 {
     ngx_uint_t                  i;
@@ -628,9 +629,10 @@ ngx_http_zk_lock_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
-        p = ngx_http_zk_lock_prom_series(p, waiting ? "zk_lock_waiting"
-                                                    : "zk_lock_held", &m[i]);
-        p = ngx_sprintf(p, "} %A\n", ngx_http_zk_lock_gauge(shm, i, waiting));
+        p = ngx_http_zk_lock_metrics_series(p, waiting ? "zk_lock_waiting"
+                                                       : "zk_lock_held", &m[i]);
+        p = ngx_sprintf(p, "} %A\n",
+                        ngx_http_zk_lock_metrics_gauge(shm, i, waiting));
     }
 
     return p;
@@ -638,7 +640,7 @@ ngx_http_zk_lock_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
 
 static u_char *
-ngx_http_zk_lock_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
+ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
     ngx_uint_t                  i, j;
@@ -663,8 +665,8 @@ ngx_http_zk_lock_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
     for (i = 0; i < names->nelts; i++) {
         for (j = 0; j < sizeof(results) / sizeof(results[0]); j++) {
-            p = ngx_http_zk_lock_prom_series(p, "zk_lock_requests_total",
-                                             &m[i]);
+            p = ngx_http_zk_lock_metrics_series(p, "zk_lock_requests_total",
+                                                &m[i]);
             p = ngx_sprintf(p, ",result=\"%s\"} %uA\n", results[j].result,
                             shm->stats[i].total[results[j].event]);
         }
@@ -675,7 +677,7 @@ ngx_http_zk_lock_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
 
 static u_char *
-ngx_http_zk_lock_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
+ngx_http_zk_lock_metrics_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
     ngx_uint_t                     i, j;
@@ -689,22 +691,24 @@ ngx_http_zk_lock_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
-        ngx_http_zk_lock_read_histogram(&shm->stats[i], &h);
+        ngx_http_zk_lock_metrics_read_histogram(&shm->stats[i], &h);
 
         for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
-            p = ngx_http_zk_lock_prom_series(p, "zk_lock_wait_seconds_bucket",
-                                             &m[i]);
+            p = ngx_http_zk_lock_metrics_series(p,
+                                                "zk_lock_wait_seconds_bucket",
+                                                &m[i]);
             p = ngx_sprintf(p, ",le=\"%s\"} %uA\n",
                             j < NGX_HTTP_ZK_LOCK_BUCKETS
                             ? ngx_http_zk_lock_bound_names[j] : "+Inf",
                             h.cum[j]);
         }
 
-        p = ngx_http_zk_lock_prom_series(p, "zk_lock_wait_seconds_sum", &m[i]);
+        p = ngx_http_zk_lock_metrics_series(p, "zk_lock_wait_seconds_sum",
+                                            &m[i]);
         p = ngx_sprintf(p, "} %uA.%03uA\n", h.sum / 1000, h.sum % 1000);
 
-        p = ngx_http_zk_lock_prom_series(p, "zk_lock_wait_seconds_count",
-                                         &m[i]);
+        p = ngx_http_zk_lock_metrics_series(p, "zk_lock_wait_seconds_count",
+                                            &m[i]);
         p = ngx_sprintf(p, "} %uA\n", h.cum[NGX_HTTP_ZK_LOCK_BUCKETS]);
     }
 
@@ -715,11 +719,11 @@ ngx_http_zk_lock_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
 /* "family{path=...,type=...": the caller adds labels and the value */
 
 static u_char *
-ngx_http_zk_lock_prom_series(u_char *p, char *family,
+ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m)
 {
     p = ngx_sprintf(p, "%s{path=\"", family);
-    p = ngx_http_zk_lock_escape(p, &m->name);
+    p = ngx_http_zk_lock_metrics_escape(p, &m->name);
 
     return ngx_sprintf(p, "\",type=\"%s\"",
                        ngx_http_zk_lock_types[m->type].label);
@@ -733,7 +737,7 @@ ngx_http_zk_lock_prom_series(u_char *p, char *family,
  */
 
 static void
-ngx_http_zk_lock_read_histogram(ngx_http_zk_lock_stat_t *st,
+ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
     ngx_http_zk_lock_histogram_t *h)
 {
     ngx_uint_t         j;
@@ -752,7 +756,7 @@ ngx_http_zk_lock_read_histogram(ngx_http_zk_lock_stat_t *st,
 /* for a JSON string and a Prometheus label value alike */
 
 static u_char *
-ngx_http_zk_lock_escape(u_char *p, ngx_str_t *s)
+ngx_http_zk_lock_metrics_escape(u_char *p, ngx_str_t *s)
 {
     u_char      c;
     ngx_uint_t  i;

@@ -106,8 +106,5 @@ extern ngx_module_t  ngx_http_zk_lock_module;
 
 extern ngx_http_zk_lock_type_t  ngx_http_zk_lock_types[];
 
-#define ngx_http_zk_lock_directive(spec)                                     \
-    ngx_http_zk_lock_types[(spec)->type].directive
-
 
 #endif /* _NGX_HTTP_ZK_LOCK_MODULE_H_INCLUDED_ */

@@ -98,78 +98,84 @@ typedef struct {
 typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
 
 
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_new(
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_recipe_new(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
-static void ngx_http_zk_lock_gate_notify(ngx_http_zk_lock_node_t *gate);
-static void ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
+static void ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate);
+static void ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_visit_pt visit);
-static ngx_uint_t ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_expire(ngx_http_zk_lock_node_t *node);
-static ngx_http_zk_lock_t *ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s,
-    ngx_str_t *path);
-static ngx_http_zk_lock_t *ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s,
-    u_char *path, size_t len);
-static void ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_node_state(ngx_http_zk_lock_node_t *node,
+static ngx_uint_t ngx_http_zk_lock_recipe_reconnect(
+    ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node);
+static ngx_http_zk_lock_t *ngx_http_zk_lock_recipe_get(
+    ngx_http_zk_lock_session_t *s, ngx_str_t *path);
+static ngx_http_zk_lock_t *ngx_http_zk_lock_recipe_find(
+    ngx_http_zk_lock_session_t *s, u_char *path, size_t len);
+static void ngx_http_zk_lock_recipe_gc(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_state_e state);
-static void ngx_http_zk_lock_node_held(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc);
-static void ngx_http_zk_lock_node_tell(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_notify_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_create_done(int rc, const char *value,
+static void ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node,
+    int rc);
+static void ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
     const void *data);
-static ngx_uint_t ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_ask(ngx_http_zk_lock_t *lock);
-static ngx_uint_t ngx_http_zk_lock_busy(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock,
+static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_ask(ngx_http_zk_lock_t *lock);
+static ngx_uint_t ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_create_parents(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_recipe_create_parent(ngx_http_zk_lock_t *lock,
     u_char *path, int mode);
-static void ngx_http_zk_lock_parent_done(int rc, const char *value,
+static void ngx_http_zk_lock_recipe_parent_done(int rc, const char *value,
     const void *data);
-static void ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_delete_done(int rc, const void *data);
-static void ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock);
-static ngx_int_t ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_children_done(int rc,
+static void ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_delete_done(int rc, const void *data);
+static void ngx_http_zk_lock_recipe_relist(ngx_http_zk_lock_t *lock);
+static ngx_int_t ngx_http_zk_lock_recipe_list(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_recipe_children_done(int rc,
     const struct String_vector *strings, const void *data);
-static void ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name);
-static void ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
-static void ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
+static void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock,
+    u_char *name);
+static void ngx_http_zk_lock_recipe_delete_path(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_recipe_path_deleted(int rc, const void *data);
+static void ngx_http_zk_lock_recipe_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
-static ngx_int_t ngx_http_zk_lock_parse(ngx_http_zk_lock_t *lock,
+static ngx_int_t ngx_http_zk_lock_recipe_parse(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock,
+static void ngx_http_zk_lock_recipe_place(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock,
+static void ngx_http_zk_lock_recipe_queue(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
     ngx_uint_t i, ngx_uint_t leases);
-static void ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
+static void ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq);
-static ngx_uint_t ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_self_done(int rc, const struct Stat *stat,
-    const void *data);
-static void ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock,
+static void ngx_http_zk_lock_recipe_window(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_recipe_deleted(ngx_http_zk_lock_t *lock,
     uint32_t seq);
-static ngx_int_t ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
+static ngx_uint_t ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_promote(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_watch_self(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_self_done(int rc, const struct Stat *stat,
+    const void *data);
+static void ngx_http_zk_lock_recipe_self_deleted(ngx_http_zk_lock_t *lock,
+    uint32_t seq);
+static ngx_int_t ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-static void ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name);
-static void ngx_http_zk_lock_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq);
-static void ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
+static void ngx_http_zk_lock_recipe_set_watch(ngx_http_zk_lock_t *lock,
+    u_char *name);
+static void ngx_http_zk_lock_recipe_unwatch(ngx_http_zk_lock_t *lock,
+    uint32_t seq);
+static void ngx_http_zk_lock_recipe_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-static void ngx_http_zk_lock_watch_done(int rc, const char *value,
+static void ngx_http_zk_lock_recipe_set_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static u_char *ngx_http_zk_lock_child_path(u_char *buf,
+static u_char *ngx_http_zk_lock_recipe_child_path(u_char *buf,
     ngx_http_zk_lock_t *lock, u_char *name);
 
 
@@ -193,14 +199,14 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 {
     ngx_http_zk_lock_node_t  *node;
 
-    node = ngx_http_zk_lock_new(s, path, kind, leases, counter, info, notify,
-                                data, log);
+    node = ngx_http_zk_lock_recipe_new(s, path, kind, leases, counter, info,
+                                       notify, data, log);
     if (node == NULL) {
         return NULL;
     }
 
     if (s->connected) {
-        ngx_http_zk_lock_create(node);
+        ngx_http_zk_lock_recipe_create(node);
 
     } else {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -213,7 +219,7 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
 
 static ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
@@ -221,7 +227,7 @@ ngx_http_zk_lock_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
 
-    lock = ngx_http_zk_lock_get(s, path);
+    lock = ngx_http_zk_lock_recipe_get(s, path);
     if (lock == NULL) {
         return NULL;
     }
@@ -233,7 +239,7 @@ ngx_http_zk_lock_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
     node = ngx_calloc(sizeof(ngx_http_zk_lock_node_t) + info->len, &s->log);
     if (node == NULL) {
-        ngx_http_zk_lock_gc(lock);
+        ngx_http_zk_lock_recipe_gc(lock);
         return NULL;
     }
 
@@ -248,7 +254,7 @@ ngx_http_zk_lock_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     node->notify = notify;
     node->data = data;
     node->log = log;
-    node->notify_event.handler = ngx_http_zk_lock_notify_handler;
+    node->notify_event.handler = ngx_http_zk_lock_recipe_tell_handler;
     node->notify_event.data = node;
     node->notify_event.log = &s->log;
     node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
@@ -299,16 +305,16 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 
     case NGX_HTTP_ZK_LOCK_WAITING:
         node->was_waiting = 1;
-        ngx_http_zk_lock_delete(node);
+        ngx_http_zk_lock_recipe_delete(node);
         break;
 
     case NGX_HTTP_ZK_LOCK_HELD:
-        ngx_http_zk_lock_delete(node);
+        ngx_http_zk_lock_recipe_delete(node);
         break;
 
     case NGX_HTTP_ZK_LOCK_LOST:
         /* the next listing deletes it if the create went through */
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
         break;
 
     case NGX_HTTP_ZK_LOCK_CREATING:
@@ -321,8 +327,8 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
         break;
 
     default: /* PARKED, FAILED */
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-        ngx_http_zk_lock_node_gc(node);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
+        ngx_http_zk_lock_recipe_node_gc(node);
         break;
     }
 }
@@ -373,7 +379,7 @@ ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
 
     if (node->deferred) {
         node->deferred = 0;
-        ngx_http_zk_lock_ask(node->lock);
+        ngx_http_zk_lock_recipe_ask(node->lock);
     }
 }
 
@@ -392,15 +398,15 @@ ngx_http_zk_lock_behind(ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
 {
     ngx_http_zk_lock_node_t  *node;
 
-    node = ngx_http_zk_lock_new(gate->lock->session, path, kind, leases,
-                                counter, &gate->info, gate->notify,
-                                gate->data, gate->log);
+    node = ngx_http_zk_lock_recipe_new(gate->lock->session, path, kind, leases,
+                                       counter, &gate->info, gate->notify,
+                                       gate->data, gate->log);
     if (node == NULL) {
         return NULL;
     }
 
     node->gate = gate;
-    gate->notify = ngx_http_zk_lock_gate_notify;
+    gate->notify = ngx_http_zk_lock_recipe_gate_notify;
     gate->data = node;
 
     return node;
@@ -408,7 +414,7 @@ ngx_http_zk_lock_behind(ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
 
 
 static void
-ngx_http_zk_lock_gate_notify(ngx_http_zk_lock_node_t *gate)
+ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate)
 {
     int                       error;
     ngx_http_zk_lock_node_t  *node;
@@ -419,7 +425,7 @@ ngx_http_zk_lock_gate_notify(ngx_http_zk_lock_node_t *gate)
         if (node->state == NGX_HTTP_ZK_LOCK_PARKED
             && node->lock->session->connected)
         {
-            ngx_http_zk_lock_create(node);
+            ngx_http_zk_lock_recipe_create(node);
         }
 
         return;
@@ -429,12 +435,12 @@ ngx_http_zk_lock_gate_notify(ngx_http_zk_lock_node_t *gate)
     node->gate = NULL;
     ngx_http_zk_lock_release(gate);
 
-    ngx_http_zk_lock_node_fail(node, error);
+    ngx_http_zk_lock_recipe_node_fail(node, error);
 }
 
 
 static ngx_uint_t
-ngx_http_zk_lock_busy(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node)
 {
     if (!node->trying) {
         return 0;
@@ -442,15 +448,15 @@ ngx_http_zk_lock_busy(ngx_http_zk_lock_node_t *node)
 
     node->was_waiting = 1;
     node->error = NGX_HTTP_ZK_LOCK_BUSY;
-    ngx_http_zk_lock_delete(node);
-    ngx_http_zk_lock_node_tell(node);
+    ngx_http_zk_lock_recipe_delete(node);
+    ngx_http_zk_lock_recipe_tell(node);
 
     return 1;
 }
 
 
 static void
-ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_delete_path(ngx_http_zk_lock_t *lock)
 {
     int                          rc;
     u_char                      *p;
@@ -475,7 +481,7 @@ ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock)
         ngx_http_zk_lock_session_batch(s);
 
         rc = zoo_adelete(s->zh, (char *) buf, -1,
-                         ngx_http_zk_lock_path_deleted, s);
+                         ngx_http_zk_lock_recipe_path_deleted, s);
 
         if (rc != ZOK) {
             ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -490,7 +496,7 @@ ngx_http_zk_lock_delete_path(ngx_http_zk_lock_t *lock)
 
 
 static void
-ngx_http_zk_lock_path_deleted(int rc, const void *data)
+ngx_http_zk_lock_recipe_path_deleted(int rc, const void *data)
 {
     ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
 
@@ -521,7 +527,7 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
 
-    lock = ngx_http_zk_lock_find(s, path->data, path->len);
+    lock = ngx_http_zk_lock_recipe_find(s, path->data, path->len);
 
     if (lock == NULL) {
         return 0;
@@ -552,7 +558,7 @@ void
 ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
 {
     ngx_http_zk_lock_counters_connected(s);
-    ngx_http_zk_lock_visit(s, ngx_http_zk_lock_reconnect);
+    ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_reconnect);
 }
 
 
@@ -581,7 +587,7 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
         lock->deep = 0;
     }
 
-    ngx_http_zk_lock_visit(s, ngx_http_zk_lock_expire);
+    ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_expire);
 }
 
 
@@ -608,7 +614,7 @@ ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
             node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
             if (node->counter == c) {
-                ngx_http_zk_lock_relist(lock);
+                ngx_http_zk_lock_recipe_relist(lock);
                 break;
             }
         }
@@ -642,7 +648,7 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
         }
 
         lock->refs = 0;
-        ngx_http_zk_lock_gc(lock);
+        ngx_http_zk_lock_recipe_gc(lock);
     }
 
     ngx_http_zk_lock_counters_free(s);
@@ -674,14 +680,15 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
         }
     }
 
-    lock = ngx_http_zk_lock_find(s, (u_char *) path, p - (u_char *) path);
+    lock = ngx_http_zk_lock_recipe_find(s, (u_char *) path,
+                                        p - (u_char *) path);
 
     if (lock == NULL) {
         return;
     }
 
     if (type == ZOO_CHILD_EVENT) {
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
         return;
     }
 
@@ -690,7 +697,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
     if (ngx_http_zk_lock_session_ours(s, p + 1)) {
 
         if (type == ZOO_DELETED_EVENT) {
-            ngx_http_zk_lock_self_deleted(lock, seq);
+            ngx_http_zk_lock_recipe_self_deleted(lock, seq);
         }
 
         return;
@@ -698,13 +705,13 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
 
     /* a watch fires once */
 
-    ngx_http_zk_lock_unwatch(lock, seq);
+    ngx_http_zk_lock_recipe_unwatch(lock, seq);
 
     if (type == ZOO_DELETED_EVENT) {
-        ngx_http_zk_lock_deleted(lock, seq);
+        ngx_http_zk_lock_recipe_deleted(lock, seq);
 
     } else {
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
     }
 }
 
@@ -712,7 +719,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
 /* calls "visit" for every node; a lock is listed again if one asks */
 
 static void
-ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
+ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_visit_pt visit)
 {
     ngx_uint_t                relist;
@@ -742,11 +749,11 @@ ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
         }
 
         if (relist) {
-            ngx_http_zk_lock_relist(lock);
+            ngx_http_zk_lock_recipe_relist(lock);
         }
 
         lock->refs--;
-        ngx_http_zk_lock_gc(lock);
+        ngx_http_zk_lock_recipe_gc(lock);
     }
 }
 
@@ -754,7 +761,7 @@ ngx_http_zk_lock_visit(ngx_http_zk_lock_session_t *s,
 /* what the session could not do while it was away, it does now */
 
 static ngx_uint_t
-ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_reconnect(ngx_http_zk_lock_node_t *node)
 {
     switch (node->state) {
 
@@ -762,13 +769,13 @@ ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node)
         if (node->gate == NULL
             || node->gate->state == NGX_HTTP_ZK_LOCK_HELD)
         {
-            ngx_http_zk_lock_create(node);
+            ngx_http_zk_lock_recipe_create(node);
         }
 
         return 0;
 
     case NGX_HTTP_ZK_LOCK_ORPHAN:
-        ngx_http_zk_lock_delete(node);
+        ngx_http_zk_lock_recipe_delete(node);
         return 0;
 
     case NGX_HTTP_ZK_LOCK_LOST:
@@ -784,7 +791,7 @@ ngx_http_zk_lock_reconnect(ngx_http_zk_lock_node_t *node)
 
 
 static ngx_uint_t
-ngx_http_zk_lock_expire(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node)
 {
     switch (node->state) {
 
@@ -792,7 +799,7 @@ ngx_http_zk_lock_expire(ngx_http_zk_lock_node_t *node)
     case NGX_HTTP_ZK_LOCK_WAITING:
     case NGX_HTTP_ZK_LOCK_HELD:
     case NGX_HTTP_ZK_LOCK_ORPHAN:
-        ngx_http_zk_lock_node_fail(node, ZSESSIONEXPIRED);
+        ngx_http_zk_lock_recipe_node_fail(node, ZSESSIONEXPIRED);
         return 0;
 
     default:
@@ -802,11 +809,11 @@ ngx_http_zk_lock_expire(ngx_http_zk_lock_node_t *node)
 
 
 static ngx_http_zk_lock_t *
-ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
+ngx_http_zk_lock_recipe_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
 {
     ngx_http_zk_lock_t  *lock;
 
-    lock = ngx_http_zk_lock_find(s, path->data, path->len);
+    lock = ngx_http_zk_lock_recipe_find(s, path->data, path->len);
     if (lock) {
         return lock;
     }
@@ -846,7 +853,8 @@ ngx_http_zk_lock_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
 
 
 static ngx_http_zk_lock_t *
-ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s, u_char *path, size_t len)
+ngx_http_zk_lock_recipe_find(ngx_http_zk_lock_session_t *s, u_char *path,
+    size_t len)
 {
     ngx_str_t        key;
     ngx_str_node_t  *sn;
@@ -861,14 +869,14 @@ ngx_http_zk_lock_find(ngx_http_zk_lock_session_t *s, u_char *path, size_t len)
 
 
 static void
-ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_gc(ngx_http_zk_lock_t *lock)
 {
     if (lock->refs) {
         return;
     }
 
     if (lock->transient) {
-        ngx_http_zk_lock_delete_path(lock);
+        ngx_http_zk_lock_recipe_delete_path(lock);
     }
 
     ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
@@ -882,7 +890,7 @@ ngx_http_zk_lock_gc(ngx_http_zk_lock_t *lock)
 /* frees a node its owner released, once ZooKeeper has nothing to say */
 
 static void
-ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node)
 {
     ngx_http_zk_lock_t  *lock;
 
@@ -898,14 +906,14 @@ ngx_http_zk_lock_node_gc(ngx_http_zk_lock_node_t *node)
     ngx_free(node);
 
     lock->refs--;
-    ngx_http_zk_lock_gc(lock);
+    ngx_http_zk_lock_recipe_gc(lock);
 }
 
 
 /* every move of the diagram beside the enum goes through here */
 
 static void
-ngx_http_zk_lock_node_state(ngx_http_zk_lock_node_t *node,
+ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_state_e state)
 {
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -920,25 +928,25 @@ ngx_http_zk_lock_node_state(ngx_http_zk_lock_node_t *node,
 /* the owner is told that it holds the lock */
 
 static void
-ngx_http_zk_lock_node_held(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_HELD);
-    ngx_http_zk_lock_node_tell(node);
+    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_HELD);
+    ngx_http_zk_lock_recipe_tell(node);
 }
 
 
 static void
-ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc)
+ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc)
 {
     node->was_held = (node->state == NGX_HTTP_ZK_LOCK_HELD);
     node->error = rc;
-    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
+    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
 
     if (node->notify) {
-        ngx_http_zk_lock_node_tell(node);
+        ngx_http_zk_lock_recipe_tell(node);
 
     } else {
-        ngx_http_zk_lock_node_gc(node);
+        ngx_http_zk_lock_recipe_node_gc(node);
     }
 }
 
@@ -949,7 +957,7 @@ ngx_http_zk_lock_node_fail(ngx_http_zk_lock_node_t *node, int rc)
  */
 
 static void
-ngx_http_zk_lock_node_tell(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node)
 {
     if (!node->notify_event.posted) {
         ngx_post_event(&node->notify_event, &ngx_posted_events);
@@ -958,7 +966,7 @@ ngx_http_zk_lock_node_tell(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_notify_handler(ngx_event_t *ev)
+ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev)
 {
     ngx_http_zk_lock_node_t  *node;
 
@@ -977,7 +985,7 @@ ngx_http_zk_lock_notify_handler(ngx_event_t *ev)
 
 
 static void
-ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
 {
     int                          rc;
     u_char                      *p;
@@ -1003,18 +1011,18 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     rc = zoo_acreate(s->zh, (char *) buf, (char *) node->info.data,
                      (int) node->info.len, s->acl,
-                     ZOO_EPHEMERAL_SEQUENTIAL, ngx_http_zk_lock_create_done,
-                     node);
+                     ZOO_EPHEMERAL_SEQUENTIAL,
+                     ngx_http_zk_lock_recipe_create_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_acreate(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
-        ngx_http_zk_lock_node_fail(node, rc);
+        ngx_http_zk_lock_recipe_node_fail(node, rc);
         return;
     }
 
-    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_CREATING);
+    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_CREATING);
     node->pending++;
     node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
 
@@ -1029,17 +1037,17 @@ ngx_http_zk_lock_create(ngx_http_zk_lock_node_t *node)
 
     node->list_id = lock->sent + 1;
 
-    if (!ngx_http_zk_lock_defer(node)) {
-        ngx_http_zk_lock_ask(lock);
+    if (!ngx_http_zk_lock_recipe_defer(node)) {
+        ngx_http_zk_lock_recipe_ask(lock);
     }
 }
 
 
 static void
-ngx_http_zk_lock_ask(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_ask(ngx_http_zk_lock_t *lock)
 {
     if (lock->sent == lock->answered) {
-        (void) ngx_http_zk_lock_list(lock);
+        (void) ngx_http_zk_lock_recipe_list(lock);
 
     } else {
         lock->wanted = 1;
@@ -1048,7 +1056,7 @@ ngx_http_zk_lock_ask(ngx_http_zk_lock_t *lock)
 
 
 static void
-ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
+ngx_http_zk_lock_recipe_create_done(int rc, const char *value, const void *data)
 {
     ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
 
@@ -1080,27 +1088,29 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
         if (len >= sizeof(node->name)) {
             ngx_log_error(NGX_LOG_ALERT, node->log, 0,
                           "unexpected zookeeper node name \"%s\"", value);
-            ngx_http_zk_lock_node_fail(node, ZAPIERROR);
+            ngx_http_zk_lock_recipe_node_fail(node, ZAPIERROR);
             return;
         }
 
         ngx_memcpy(node->name, name, len + 1);
         node->name_len = len;
         node->seq = ngx_http_zk_lock_listing_seq(name, len);
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
 
         if (node->notify == NULL) {
             /* released while the create was on its way */
-            ngx_http_zk_lock_delete(node);
+            ngx_http_zk_lock_recipe_delete(node);
             return;
         }
 
         if (node->seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
-            ngx_http_zk_lock_wrapped(lock, name);
+            ngx_http_zk_lock_recipe_wrapped(lock, name);
             return;
         }
 
-        if (node->list_id > lock->sent && !ngx_http_zk_lock_defer(node)) {
+        if (node->list_id > lock->sent
+            && !ngx_http_zk_lock_recipe_defer(node))
+        {
 
             /*
              * No listing went after the create, which is answered after the
@@ -1108,7 +1118,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
              * does, or the request times out
              */
 
-            (void) ngx_http_zk_lock_list(lock);
+            (void) ngx_http_zk_lock_recipe_list(lock);
         }
 
         return;
@@ -1122,8 +1132,8 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
              * exist by the time the create is retried
              */
 
-            ngx_http_zk_lock_create_parents(lock);
-            ngx_http_zk_lock_create(node);
+            ngx_http_zk_lock_recipe_create_parents(lock);
+            ngx_http_zk_lock_recipe_create(node);
             return;
         }
 
@@ -1137,7 +1147,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
          * looks for its uuid (Curator's "protection")
          */
 
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_LOST);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_LOST);
         return;
 
     default:
@@ -1150,7 +1160,7 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
                       lock->path, rc, zerror(rc));
     }
 
-    ngx_http_zk_lock_node_fail(node, rc);
+    ngx_http_zk_lock_recipe_node_fail(node, rc);
 }
 
 
@@ -1162,13 +1172,13 @@ ngx_http_zk_lock_create_done(int rc, const char *value, const void *data)
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node)
 {
     ngx_uint_t           needed;
     ngx_http_zk_lock_t  *lock;
 
     lock = node->lock;
-    needed = ngx_http_zk_lock_needed(node);
+    needed = ngx_http_zk_lock_recipe_needed(node);
 
     node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
                       && !node->trying
@@ -1189,7 +1199,7 @@ ngx_http_zk_lock_defer(ngx_http_zk_lock_node_t *node)
  */
 
 static void
-ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_create_parents(ngx_http_zk_lock_t *lock)
 {
     u_char  *p;
     u_char   buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
@@ -1197,7 +1207,8 @@ ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock)
     /* with a chroot, "/" is the chroot itself, which may be missing too */
 
     if (lock->session->chroot.len) {
-        ngx_http_zk_lock_create_parent(lock, (u_char *) "/", ZOO_PERSISTENT);
+        ngx_http_zk_lock_recipe_create_parent(lock, (u_char *) "/",
+                                              ZOO_PERSISTENT);
     }
 
     (void) ngx_cpymem(buf, lock->path, lock->sn.str.len + 1);
@@ -1206,18 +1217,18 @@ ngx_http_zk_lock_create_parents(ngx_http_zk_lock_t *lock)
         p = (u_char *) ngx_strchr(p + 1, '/');
 
         if (p == NULL) {
-            ngx_http_zk_lock_create_parent(lock, buf, ZOO_CONTAINER);
+            ngx_http_zk_lock_recipe_create_parent(lock, buf, ZOO_CONTAINER);
             break;
         }
 
         *p = '\0';
-        ngx_http_zk_lock_create_parent(lock, buf, ZOO_CONTAINER);
+        ngx_http_zk_lock_recipe_create_parent(lock, buf, ZOO_CONTAINER);
     }
 }
 
 
 static void
-ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
+ngx_http_zk_lock_recipe_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
     int mode)
 {
     int                          rc;
@@ -1228,7 +1239,7 @@ ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
     ngx_http_zk_lock_session_batch(s);
 
     rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
-                     ngx_http_zk_lock_parent_done, lock);
+                     ngx_http_zk_lock_recipe_parent_done, lock);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -1242,7 +1253,7 @@ ngx_http_zk_lock_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
 
 
 static void
-ngx_http_zk_lock_parent_done(int rc, const char *value, const void *data)
+ngx_http_zk_lock_recipe_parent_done(int rc, const char *value, const void *data)
 {
     ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
 
@@ -1254,12 +1265,12 @@ ngx_http_zk_lock_parent_done(int rc, const char *value, const void *data)
                       lock->path, rc, zerror(rc));
     }
 
-    ngx_http_zk_lock_gc(lock);
+    ngx_http_zk_lock_recipe_gc(lock);
 }
 
 
 static void
-ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node)
 {
     int                          rc;
     ngx_http_zk_lock_t          *lock;
@@ -1271,41 +1282,41 @@ ngx_http_zk_lock_delete(ngx_http_zk_lock_node_t *node)
 
     if (node->generation != s->generation || s->zh == NULL) {
         /* the znode went with its session */
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-        ngx_http_zk_lock_node_gc(node);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
+        ngx_http_zk_lock_recipe_node_gc(node);
         return;
     }
 
     if (!s->connected) {
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
         return;
     }
 
-    (void) ngx_http_zk_lock_child_path(buf, lock, node->name);
+    (void) ngx_http_zk_lock_recipe_child_path(buf, lock, node->name);
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: delete \"%s\"", buf);
 
     ngx_http_zk_lock_session_batch(s);
 
-    rc = zoo_adelete(s->zh, (char *) buf, -1, ngx_http_zk_lock_delete_done,
-                     node);
+    rc = zoo_adelete(s->zh, (char *) buf, -1,
+                     ngx_http_zk_lock_recipe_delete_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_adelete(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
         return;
     }
 
-    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_DELETING);
+    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_DELETING);
     node->pending++;
 }
 
 
 static void
-ngx_http_zk_lock_delete_done(int rc, const void *data)
+ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 {
     ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
 
@@ -1327,7 +1338,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
 
     if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
         /* Curator's guaranteed delete: again once reconnected */
-        ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
+        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
         return;
     }
 
@@ -1341,11 +1352,11 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
 
     if (rc == ZOK) {
         /* the nodes behind it are not watching it, see watch() */
-        ngx_http_zk_lock_deleted(lock, node->seq);
+        ngx_http_zk_lock_recipe_deleted(lock, node->seq);
 
     } else if (rc == ZNONODE) {
         /* someone else deleted it: when, the listing tells */
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
     }
 
     /*
@@ -1361,14 +1372,14 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
             other = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
             if (other->state == NGX_HTTP_ZK_LOCK_WAITING && other->notify) {
-                ngx_http_zk_lock_relist(lock);
+                ngx_http_zk_lock_recipe_relist(lock);
                 break;
             }
         }
     }
 
-    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-    ngx_http_zk_lock_node_gc(node);
+    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
+    ngx_http_zk_lock_recipe_node_gc(node);
 }
 
 
@@ -1379,7 +1390,7 @@ ngx_http_zk_lock_delete_done(int rc, const void *data)
  */
 
 static void
-ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_relist(ngx_http_zk_lock_t *lock)
 {
     if (!lock->session->connected) {
         /* done when the session connects again */
@@ -1387,13 +1398,13 @@ ngx_http_zk_lock_relist(ngx_http_zk_lock_t *lock)
     }
 
     if (lock->sent == lock->answered) {
-        (void) ngx_http_zk_lock_list(lock);
+        (void) ngx_http_zk_lock_recipe_list(lock);
     }
 }
 
 
 static ngx_int_t
-ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_list(ngx_http_zk_lock_t *lock)
 {
     int                          rc;
     ngx_http_zk_lock_session_t  *s;
@@ -1413,10 +1424,10 @@ ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock)
     if (lock->count) {
         rc = zoo_awget_children(s->zh, (char *) lock->path,
                                 ngx_http_zk_lock_session_watcher, s,
-                                ngx_http_zk_lock_children_done, lock);
+                                ngx_http_zk_lock_recipe_children_done, lock);
     } else {
         rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
-                               ngx_http_zk_lock_children_done, lock);
+                               ngx_http_zk_lock_recipe_children_done, lock);
     }
 
     if (rc != ZOK) {
@@ -1435,8 +1446,8 @@ ngx_http_zk_lock_list(ngx_http_zk_lock_t *lock)
 
 
 static void
-ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
-    const void *data)
+ngx_http_zk_lock_recipe_children_done(int rc,
+    const struct String_vector *strings, const void *data)
 {
     ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
 
@@ -1456,11 +1467,11 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
                    (rc == ZOK && strings) ? strings->count : 0);
 
     if (rc == ZOK) {
-        ngx_http_zk_lock_evaluate(lock, strings ? strings : &none,
-                                  lock->answered);
+        ngx_http_zk_lock_recipe_evaluate(lock, strings ? strings : &none,
+                                         lock->answered);
 
     } else if (rc == ZNONODE) {
-        ngx_http_zk_lock_evaluate(lock, &none, lock->answered);
+        ngx_http_zk_lock_recipe_evaluate(lock, &none, lock->answered);
 
     } else if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT
                && rc != ZSESSIONEXPIRED && rc != ZCLOSING)
@@ -1473,13 +1484,13 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
     if (lock->wanted && lock->sent == lock->answered
         && zoo_state(lock->session->zh) == ZOO_CONNECTED_STATE)
     {
-        (void) ngx_http_zk_lock_list(lock);
+        (void) ngx_http_zk_lock_recipe_list(lock);
     }
 
     /* the reference of the listing kept the lock through the evaluation */
 
     lock->refs--;
-    ngx_http_zk_lock_gc(lock);
+    ngx_http_zk_lock_recipe_gc(lock);
 }
 
 
@@ -1499,14 +1510,14 @@ ngx_http_zk_lock_children_done(int rc, const struct String_vector *strings,
  */
 
 static void
-ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
+ngx_http_zk_lock_recipe_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id)
 {
     ngx_queue_t                *q, *nq;
     ngx_http_zk_lock_node_t    *node;
     ngx_http_zk_lock_placing_t  pl;
 
-    if (ngx_http_zk_lock_parse(lock, strings, &pl) != NGX_OK) {
+    if (ngx_http_zk_lock_recipe_parse(lock, strings, &pl) != NGX_OK) {
         return;
     }
 
@@ -1518,7 +1529,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
         if (node->state == NGX_HTTP_ZK_LOCK_LOST
-            && ngx_http_zk_lock_adopt(node, pl.children, pl.n) != NGX_OK)
+            && ngx_http_zk_lock_recipe_adopt(node, pl.children, pl.n) != NGX_OK)
         {
             continue;
         }
@@ -1531,7 +1542,8 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
                     || node->state == NGX_HTTP_ZK_LOCK_WAITING))
             {
                 pl.deferred = 1;
-                pl.span = ngx_max(pl.span, ngx_http_zk_lock_needed(node));
+                pl.span = ngx_max(pl.span,
+                                  ngx_http_zk_lock_recipe_needed(node));
             }
 
             continue;
@@ -1540,11 +1552,11 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
         if (node->state == NGX_HTTP_ZK_LOCK_WAITING
             || node->state == NGX_HTTP_ZK_LOCK_HELD)
         {
-            ngx_http_zk_lock_place(lock, node, &pl);
+            ngx_http_zk_lock_recipe_place(lock, node, &pl);
         }
     }
 
-    ngx_http_zk_lock_set_watches(lock, &pl);
+    ngx_http_zk_lock_recipe_set_watches(lock, &pl);
 
     if (pl.children) {
         ngx_free(pl.children);
@@ -1555,7 +1567,7 @@ ngx_http_zk_lock_evaluate(ngx_http_zk_lock_t *lock,
 /* the children of a listing, sorted and kept */
 
 static ngx_int_t
-ngx_http_zk_lock_parse(ngx_http_zk_lock_t *lock,
+ngx_http_zk_lock_recipe_parse(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl)
 {
     u_char  *name;
@@ -1578,7 +1590,7 @@ ngx_http_zk_lock_parse(ngx_http_zk_lock_t *lock,
     name = ngx_http_zk_lock_listing_wrapped(pl->children, pl->n);
 
     if (name) {
-        ngx_http_zk_lock_wrapped(lock, name);
+        ngx_http_zk_lock_recipe_wrapped(lock, name);
         goto failed;
     }
 
@@ -1605,8 +1617,8 @@ failed:
 /* one node of this worker in the listing: it holds, fails or waits */
 
 static void
-ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_placing_t *pl)
+ngx_http_zk_lock_recipe_place(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl)
 {
     ngx_int_t                  i;
     ngx_uint_t                 leases;
@@ -1615,7 +1627,7 @@ ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
     children = pl->children;
     i = ngx_http_zk_lock_listing_index(children, pl->n, node->seq,
                                        node->name);
-    leases = ngx_http_zk_lock_leases(node);
+    leases = ngx_http_zk_lock_recipe_leases(node);
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: \"%s/%s\" index:%i leases:%ui",
@@ -1629,7 +1641,7 @@ ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
                           "lock lost", lock->path, node->name);
         }
 
-        ngx_http_zk_lock_node_fail(node, ZNONODE);
+        ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
         return;
     }
 
@@ -1644,10 +1656,10 @@ ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
         /* the listing has set the children watch */
 
         if (pl->n <= leases) {
-            ngx_http_zk_lock_node_held(node);
+            ngx_http_zk_lock_recipe_node_held(node);
 
         } else {
-            (void) ngx_http_zk_lock_busy(node);
+            (void) ngx_http_zk_lock_recipe_busy(node);
         }
 
         return;
@@ -1660,12 +1672,12 @@ ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
          */
 
         if ((ngx_uint_t) i < pl->first_write) {
-            ngx_http_zk_lock_node_held(node);
+            ngx_http_zk_lock_recipe_node_held(node);
 
-        } else if (!ngx_http_zk_lock_busy(node)) {
+        } else if (!ngx_http_zk_lock_recipe_busy(node)) {
             node->ahead = children[i].writes;
             pl->reads = 1;
-            ngx_http_zk_lock_watch_self(node);
+            ngx_http_zk_lock_recipe_watch_self(node);
         }
 
         return;
@@ -1673,10 +1685,10 @@ ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
     default:
 
         if ((ngx_uint_t) i < leases) {
-            ngx_http_zk_lock_node_held(node);
+            ngx_http_zk_lock_recipe_node_held(node);
 
-        } else if (!ngx_http_zk_lock_busy(node)) {
-            ngx_http_zk_lock_queue(lock, node, pl, i, leases);
+        } else if (!ngx_http_zk_lock_recipe_busy(node)) {
+            ngx_http_zk_lock_recipe_queue(lock, node, pl, i, leases);
         }
 
         return;
@@ -1687,8 +1699,9 @@ ngx_http_zk_lock_place(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
 /* a waiter behind the first "leases" nodes: what to watch for it */
 
 static void
-ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_placing_t *pl, ngx_uint_t i, ngx_uint_t leases)
+ngx_http_zk_lock_recipe_queue(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
+    ngx_uint_t i, ngx_uint_t leases)
 {
     ngx_uint_t                 j, k;
     ngx_http_zk_lock_first_t  *f;
@@ -1696,7 +1709,7 @@ ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
     node->ahead = i;
     node->covered = 0;
     pl->span = ngx_max(pl->span, leases);
-    ngx_http_zk_lock_watch_self(node);
+    ngx_http_zk_lock_recipe_watch_self(node);
 
     if (pl->children[i - 1].len < sizeof(node->pred)) {
         (void) ngx_cpystrn(node->pred, pl->children[i - 1].name,
@@ -1731,7 +1744,7 @@ ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
     /* not worth a bigger table: this one watches for itself */
 
     for (k = i - leases; k < i; k++) {
-        ngx_http_zk_lock_watch(lock, pl->children[k].name);
+        ngx_http_zk_lock_recipe_set_watch(lock, pl->children[k].name);
     }
 }
 
@@ -1743,13 +1756,13 @@ ngx_http_zk_lock_queue(ngx_http_zk_lock_t *lock, ngx_http_zk_lock_node_t *node,
  */
 
 static void
-ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
+ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_placing_t *pl)
 {
     ngx_uint_t                 j, k;
     ngx_http_zk_lock_first_t  *f;
 
-    ngx_http_zk_lock_unwatch_gone(lock, pl->children, pl->n);
+    ngx_http_zk_lock_recipe_unwatch_gone(lock, pl->children, pl->n);
 
     lock->span = pl->span;
     lock->reads = pl->reads;
@@ -1758,7 +1771,7 @@ ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
                   && !lock->count && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
 
     if (lock->deep) {
-        ngx_http_zk_lock_window(lock);
+        ngx_http_zk_lock_recipe_window(lock);
         return;
     }
 
@@ -1772,12 +1785,13 @@ ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
         f->node->covered = (f->index == f->leases);
 
         for (k = f->index - f->leases; k < f->index; k++) {
-            ngx_http_zk_lock_watch(lock, pl->children[k].name);
+            ngx_http_zk_lock_recipe_set_watch(lock, pl->children[k].name);
         }
     }
 
     if (pl->reads) {
-        ngx_http_zk_lock_watch(lock, pl->children[pl->first_write].name);
+        ngx_http_zk_lock_recipe_set_watch(lock,
+                                          pl->children[pl->first_write].name);
     }
 }
 
@@ -1790,7 +1804,7 @@ ngx_http_zk_lock_set_watches(ngx_http_zk_lock_t *lock,
  */
 
 static void
-ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
+ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
 {
     ngx_queue_t              *q, *nq;
     ngx_http_zk_lock_node_t  *node;
@@ -1810,8 +1824,8 @@ ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
         if (node->state == NGX_HTTP_ZK_LOCK_WAITING) {
             node->was_waiting = 1;
             node->error = ZBADARGUMENTS;
-            ngx_http_zk_lock_delete(node);
-            ngx_http_zk_lock_node_tell(node);
+            ngx_http_zk_lock_recipe_delete(node);
+            ngx_http_zk_lock_recipe_tell(node);
         }
     }
 }
@@ -1832,8 +1846,9 @@ ngx_http_zk_lock_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
  */
 
 static void
-ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
+ngx_http_zk_lock_recipe_window(ngx_http_zk_lock_t *lock)
 {
+    u_char                      *name;
     ngx_uint_t                   i, k;
     ngx_http_zk_lock_entry_t    *e;
     ngx_http_zk_lock_listing_t  *l;
@@ -1845,7 +1860,8 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
         e = &l->entries[i];
 
         if (!e->gone) {
-            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_listing_name(l, e));
+            name = ngx_http_zk_lock_listing_name(l, e);
+            ngx_http_zk_lock_recipe_set_watch(lock, name);
             k++;
         }
     }
@@ -1856,7 +1872,7 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
          * (and other workers' nodes between them) are listed now, once per
          * listing's worth of handoffs
          */
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
     }
 
     if (!lock->reads) {
@@ -1867,7 +1883,8 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
         e = &l->entries[i];
 
         if (!e->gone && e->write) {
-            ngx_http_zk_lock_watch(lock, ngx_http_zk_lock_listing_name(l, e));
+            name = ngx_http_zk_lock_listing_name(l, e);
+            ngx_http_zk_lock_recipe_set_watch(lock, name);
             return;
         }
     }
@@ -1892,7 +1909,7 @@ ngx_http_zk_lock_window(ngx_http_zk_lock_t *lock)
  */
 
 static void
-ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
+ngx_http_zk_lock_recipe_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
 {
     u_char                    *name;
     ngx_uint_t                 write, relist;
@@ -1932,16 +1949,16 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
 
         node->ahead--;
 
-        if (node->ahead < ngx_http_zk_lock_needed(node)) {
+        if (node->ahead < ngx_http_zk_lock_recipe_needed(node)) {
             ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                            "zk lock: \"%s/%s\" holds: the last one ahead "
                            "is gone", lock->path, node->name);
 
-            ngx_http_zk_lock_hold(node);
+            ngx_http_zk_lock_recipe_promote(node);
             continue;
         }
 
-        ngx_http_zk_lock_watch_self(node);
+        ngx_http_zk_lock_recipe_watch_self(node);
 
         if (node->covered || lock->deep) {
             /* the others ahead of it are watched too, or will be */
@@ -1949,7 +1966,7 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
         }
 
         if (node->kind == NGX_HTTP_ZK_LOCK_READ
-            || ngx_http_zk_lock_leases(node) > 1
+            || ngx_http_zk_lock_recipe_leases(node) > 1
             || node->pred[0] == '\0'
             || ngx_strcmp(node->pred, name) == 0)
         {
@@ -1963,14 +1980,14 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
     }
 
     if (lock->deep) {
-        ngx_http_zk_lock_window(lock);
+        ngx_http_zk_lock_recipe_window(lock);
 
     } else if (relist) {
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
 
     } else if (first) {
         /* the others behind it are covered by its watch, as before */
-        ngx_http_zk_lock_watch(lock, first->pred);
+        ngx_http_zk_lock_recipe_set_watch(lock, first->pred);
     }
 }
 
@@ -1978,10 +1995,10 @@ ngx_http_zk_lock_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
 /* the count of nodes ahead below which a waiter holds */
 
 static ngx_uint_t
-ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node)
 {
     return (node->kind == NGX_HTTP_ZK_LOCK_READ)
-           ? 1 : ngx_http_zk_lock_leases(node);
+           ? 1 : ngx_http_zk_lock_recipe_leases(node);
 }
 
 
@@ -1993,20 +2010,20 @@ ngx_http_zk_lock_needed(ngx_http_zk_lock_node_t *node)
  */
 
 static void
-ngx_http_zk_lock_hold(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_promote(ngx_http_zk_lock_node_t *node)
 {
     if (node->self == NGX_HTTP_ZK_LOCK_SELF_SET) {
-        ngx_http_zk_lock_node_held(node);
+        ngx_http_zk_lock_recipe_node_held(node);
         return;
     }
 
     node->promote = 1;
-    ngx_http_zk_lock_watch_self(node);
+    ngx_http_zk_lock_recipe_watch_self(node);
 }
 
 
 static void
-ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_watch_self(ngx_http_zk_lock_node_t *node)
 {
     int                          rc;
     ngx_http_zk_lock_t          *lock;
@@ -2014,7 +2031,8 @@ ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node)
     u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
 
     if (node->self != NGX_HTTP_ZK_LOCK_SELF_NONE
-        || (node->ahead > ngx_http_zk_lock_needed(node) && !node->promote))
+        || (node->ahead > ngx_http_zk_lock_recipe_needed(node)
+            && !node->promote))
     {
         return;
     }
@@ -2022,12 +2040,12 @@ ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node)
     lock = node->lock;
     s = lock->session;
 
-    (void) ngx_http_zk_lock_child_path(buf, lock, node->name);
+    (void) ngx_http_zk_lock_recipe_child_path(buf, lock, node->name);
 
     ngx_http_zk_lock_session_batch(s);
 
     rc = zoo_awexists(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher,
-                      s, ngx_http_zk_lock_self_done, node);
+                      s, ngx_http_zk_lock_recipe_self_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
@@ -2042,7 +2060,8 @@ ngx_http_zk_lock_watch_self(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_self_done(int rc, const struct Stat *stat, const void *data)
+ngx_http_zk_lock_recipe_self_done(int rc, const struct Stat *stat,
+    const void *data)
 {
     ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
 
@@ -2062,18 +2081,18 @@ ngx_http_zk_lock_self_done(int rc, const struct Stat *stat, const void *data)
 
     if (node->state != NGX_HTTP_ZK_LOCK_WAITING) {
         node->promote = 0;
-        ngx_http_zk_lock_node_gc(node);
+        ngx_http_zk_lock_recipe_node_gc(node);
         return;
     }
 
     if (rc == ZNONODE) {
-        ngx_http_zk_lock_self_deleted(node->lock, node->seq);
+        ngx_http_zk_lock_recipe_self_deleted(node->lock, node->seq);
         return;
     }
 
     if (node->promote && rc == ZOK) {
         node->promote = 0;
-        ngx_http_zk_lock_node_held(node);
+        ngx_http_zk_lock_recipe_node_held(node);
     }
 }
 
@@ -2081,7 +2100,7 @@ ngx_http_zk_lock_self_done(int rc, const struct Stat *stat, const void *data)
 /* someone else deleted a node of this worker */
 
 static void
-ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
+ngx_http_zk_lock_recipe_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
 {
     ngx_queue_t              *q;
     ngx_http_zk_lock_node_t  *node;
@@ -2106,10 +2125,10 @@ ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
                                   ? ": lock lost" : "");
 
         node->promote = 0;
-        ngx_http_zk_lock_node_fail(node, ZNONODE);
+        ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
 
         /* who was behind it learns from a listing when it went */
-        ngx_http_zk_lock_relist(lock);
+        ngx_http_zk_lock_recipe_relist(lock);
         return;
     }
 }
@@ -2118,7 +2137,7 @@ ngx_http_zk_lock_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
 /* a node whose create reply was lost is found by its uuid, or made again */
 
 static ngx_int_t
-ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
+ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n)
 {
     size_t       len;
@@ -2141,11 +2160,11 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
 
         if (node->notify) {
             node->attempts = 0;
-            ngx_http_zk_lock_create(node);
+            ngx_http_zk_lock_recipe_create(node);
 
         } else {
-            ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-            ngx_http_zk_lock_node_gc(node);
+            ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
+            ngx_http_zk_lock_recipe_node_gc(node);
         }
 
         return NGX_DECLINED;
@@ -2160,14 +2179,14 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
     ngx_memcpy(node->name, children[i].name, len + 1);
     node->name_len = len;
     node->seq = children[i].seq;
-    ngx_http_zk_lock_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
+    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: found lost node \"%s/%s\"",
                    node->lock->path, node->name);
 
     if (node->notify == NULL) {
-        ngx_http_zk_lock_delete(node);
+        ngx_http_zk_lock_recipe_delete(node);
         return NGX_DECLINED;
     }
 
@@ -2177,7 +2196,7 @@ ngx_http_zk_lock_adopt(ngx_http_zk_lock_node_t *node,
 
 
 static void
-ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
+ngx_http_zk_lock_recipe_set_watch(ngx_http_zk_lock_t *lock, u_char *name)
 {
     int                          rc;
     uint32_t                     seq;
@@ -2202,7 +2221,7 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
         }
     }
 
-    if (ngx_http_zk_lock_child_path(buf, lock, name) == NULL) {
+    if (ngx_http_zk_lock_recipe_child_path(buf, lock, name) == NULL) {
         return;
     }
 
@@ -2225,7 +2244,7 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
     ngx_http_zk_lock_session_batch(s);
 
     rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
-                   ngx_http_zk_lock_watch_done, w);
+                   ngx_http_zk_lock_recipe_set_watch_done, w);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -2248,7 +2267,7 @@ ngx_http_zk_lock_watch(ngx_http_zk_lock_t *lock, u_char *name)
 
 
 static void
-ngx_http_zk_lock_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
+ngx_http_zk_lock_recipe_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
 {
     ngx_uint_t  i;
 
@@ -2264,7 +2283,7 @@ ngx_http_zk_lock_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
 /* a watch asked for on a node that was already gone never fires */
 
 static void
-ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
+ngx_http_zk_lock_recipe_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n)
 {
     ngx_uint_t  i, lo;
@@ -2283,7 +2302,7 @@ ngx_http_zk_lock_unwatch_gone(ngx_http_zk_lock_t *lock,
 
 
 static void
-ngx_http_zk_lock_watch_done(int rc, const char *value, int value_len,
+ngx_http_zk_lock_recipe_set_watch_done(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
     ngx_http_zk_lock_watch_t  *w = (ngx_http_zk_lock_watch_t *) data;
@@ -2305,22 +2324,22 @@ ngx_http_zk_lock_watch_done(int rc, const char *value, int value_len,
 
         /* gone between the listing and the watch: no watch is left */
 
-        ngx_http_zk_lock_unwatch(lock, seq);
+        ngx_http_zk_lock_recipe_unwatch(lock, seq);
 
         if (lock->deep) {
-            ngx_http_zk_lock_deleted(lock, seq);
+            ngx_http_zk_lock_recipe_deleted(lock, seq);
 
         } else {
-            ngx_http_zk_lock_relist(lock);
+            ngx_http_zk_lock_recipe_relist(lock);
         }
     }
 
-    ngx_http_zk_lock_gc(lock);
+    ngx_http_zk_lock_recipe_gc(lock);
 }
 
 
 static ngx_uint_t
-ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node)
 {
     if (node->counter && node->counter->value) {
         return node->counter->value;
@@ -2335,7 +2354,7 @@ ngx_http_zk_lock_leases(ngx_http_zk_lock_node_t *node)
 
 
 static u_char *
-ngx_http_zk_lock_child_path(u_char *buf, ngx_http_zk_lock_t *lock,
+ngx_http_zk_lock_recipe_child_path(u_char *buf, ngx_http_zk_lock_t *lock,
     u_char *name)
 {
     u_char  *p;
