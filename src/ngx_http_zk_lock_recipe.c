@@ -18,7 +18,7 @@
 
 /*
  * A listing longer than NGX_HTTP_ZK_LOCK_DEEP is a deep queue, where a
- * worker watches the nodes at its head, see window(), up to MAX_SPAN of
+ * worker watches the nodes at its head, see path_window(), up to MAX_SPAN of
  * them; the queue stays deep until a quarter of that is left, lest it list
  * at each handoff of its tail.  Not a setting: the tests build the module
  * once more with -DNGX_HTTP_ZK_LOCK_DEEP=0, which makes every queue deep,
@@ -31,45 +31,6 @@
 
 /* a waiter's "ahead" before its first listing */
 #define NGX_HTTP_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
-
-/* "<path>/" + child name + '\0' */
-#define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
-
-
-/* the watches a worker remembers in one lock, so as to set each once */
-#define NGX_HTTP_ZK_LOCK_WATCHED  16
-
-
-/* one lock path with participants in this worker */
-
-struct ngx_http_zk_lock_s {
-    ngx_str_node_t                sn;         /* key: the path */
-    ngx_queue_t                   queue;      /* in session->all */
-    ngx_queue_t                   nodes;
-    ngx_http_zk_lock_session_t   *session;
-    ngx_uint_t                    refs;       /* nodes and completions */
-    ngx_uint_t                    sent;       /* listings asked for */
-    ngx_uint_t                    answered;   /* listings answered */
-    ngx_uint_t                    nwatched;
-    uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
-
-    ngx_http_zk_lock_listing_t    listing;    /* the last one */
-    ngx_uint_t                    span;       /* the entries to watch there */
-    ngx_uint_t                    transient;  /* levels to delete when idle */
-
-    unsigned                      count:1;    /* lists with a watch */
-    unsigned                      wanted:1;   /* a listing, after this one */
-    unsigned                      deep:1;     /* see window() */
-    unsigned                      reads:1;    /* readers wait */
-    u_char                        path[1];
-};
-
-
-typedef struct {
-    ngx_http_zk_lock_t           *lock;
-    uint32_t                      seq;
-} ngx_http_zk_lock_watch_t;
-
 
 /* the first waiter of this worker with a lease count, in a listing */
 
@@ -109,11 +70,6 @@ static void ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
 static ngx_uint_t ngx_http_zk_lock_recipe_reconnect(
     ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node);
-static ngx_http_zk_lock_t *ngx_http_zk_lock_recipe_get(
-    ngx_http_zk_lock_session_t *s, ngx_str_t *path);
-static ngx_http_zk_lock_t *ngx_http_zk_lock_recipe_find(
-    ngx_http_zk_lock_session_t *s, u_char *path, size_t len);
-static void ngx_http_zk_lock_recipe_gc(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_state_e state);
@@ -126,23 +82,11 @@ static void ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
     const void *data);
 static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_ask(ngx_http_zk_lock_t *lock);
 static ngx_uint_t ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_create_parents(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_recipe_create_parent(ngx_http_zk_lock_t *lock,
-    u_char *path, int mode);
-static void ngx_http_zk_lock_recipe_parent_done(int rc, const char *value,
-    const void *data);
 static void ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_delete_done(int rc, const void *data);
-static void ngx_http_zk_lock_recipe_relist(ngx_http_zk_lock_t *lock);
-static ngx_int_t ngx_http_zk_lock_recipe_list(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_recipe_children_done(int rc,
-    const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock,
     u_char *name);
-static void ngx_http_zk_lock_recipe_delete_path(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_recipe_path_deleted(int rc, const void *data);
 static void ngx_http_zk_lock_recipe_evaluate(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
 static ngx_int_t ngx_http_zk_lock_recipe_parse(ngx_http_zk_lock_t *lock,
@@ -154,7 +98,6 @@ static void ngx_http_zk_lock_recipe_queue(ngx_http_zk_lock_t *lock,
     ngx_uint_t i, ngx_uint_t leases);
 static void ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_recipe_window(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_recipe_deleted(ngx_http_zk_lock_t *lock,
     uint32_t seq);
 static ngx_uint_t ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node);
@@ -167,16 +110,14 @@ static void ngx_http_zk_lock_recipe_self_deleted(ngx_http_zk_lock_t *lock,
     uint32_t seq);
 static ngx_int_t ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-static void ngx_http_zk_lock_recipe_set_watch(ngx_http_zk_lock_t *lock,
-    u_char *name);
-static void ngx_http_zk_lock_recipe_unwatch(ngx_http_zk_lock_t *lock,
-    uint32_t seq);
-static void ngx_http_zk_lock_recipe_unwatch_gone(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-static void ngx_http_zk_lock_recipe_set_watch_done(int rc, const char *value,
-    int value_len, const struct Stat *stat, const void *data);
-static u_char *ngx_http_zk_lock_recipe_child_path(u_char *buf,
-    ngx_http_zk_lock_t *lock, u_char *name);
+
+
+/* what a lock path tells the recipe */
+
+static ngx_http_zk_lock_owner_t  ngx_http_zk_lock_recipe_owner = {
+    ngx_http_zk_lock_recipe_evaluate,
+    ngx_http_zk_lock_recipe_deleted
+};
 
 
 #if (NGX_DEBUG)
@@ -227,7 +168,8 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
 
-    lock = ngx_http_zk_lock_recipe_get(s, path);
+    lock = ngx_http_zk_lock_path_get(s, path,
+                                     &ngx_http_zk_lock_recipe_owner);
     if (lock == NULL) {
         return NULL;
     }
@@ -239,7 +181,7 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
     node = ngx_calloc(sizeof(ngx_http_zk_lock_node_t) + info->len, &s->log);
     if (node == NULL) {
-        ngx_http_zk_lock_recipe_gc(lock);
+        ngx_http_zk_lock_path_gc(lock);
         return NULL;
     }
 
@@ -314,7 +256,7 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 
     case NGX_HTTP_ZK_LOCK_LOST:
         /* the next listing deletes it if the create went through */
-        ngx_http_zk_lock_recipe_relist(lock);
+        ngx_http_zk_lock_path_relist(lock);
         break;
 
     case NGX_HTTP_ZK_LOCK_CREATING:
@@ -379,7 +321,7 @@ ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
 
     if (node->deferred) {
         node->deferred = 0;
-        ngx_http_zk_lock_recipe_ask(node->lock);
+        ngx_http_zk_lock_path_ask(node->lock);
     }
 }
 
@@ -455,68 +397,6 @@ ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node)
 }
 
 
-static void
-ngx_http_zk_lock_recipe_delete_path(ngx_http_zk_lock_t *lock)
-{
-    int                          rc;
-    u_char                      *p;
-    ngx_uint_t                   i;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
-
-    s = lock->session;
-
-    if (s->exiting || !s->connected) {
-        return;
-    }
-
-    p = ngx_cpymem(buf, lock->path, lock->sn.str.len);
-
-    for (i = 0; i < lock->transient && p > buf + 1; i++) {
-        *p = '\0';
-
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
-                       "zk lock: delete idle \"%s\"", buf);
-
-        ngx_http_zk_lock_session_batch(s);
-
-        rc = zoo_adelete(s->zh, (char *) buf, -1,
-                         ngx_http_zk_lock_recipe_path_deleted, s);
-
-        if (rc != ZOK) {
-            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                          "zoo_adelete(\"%s\") failed (%d: %s)",
-                          buf, rc, zerror(rc));
-            return;
-        }
-
-        while (p > buf && *--p != '/') { /* void */ }
-    }
-}
-
-
-static void
-ngx_http_zk_lock_recipe_path_deleted(int rc, const void *data)
-{
-    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
-
-    /* in use again, gone already, or not ours to delete: all as well */
-
-    if (rc == ZOK || rc == ZNOTEMPTY || rc == ZNONODE || rc == ZNOAUTH
-        || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT
-        || rc == ZSESSIONEXPIRED || rc == ZCLOSING || s->exiting)
-    {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
-                       "zk lock: deleted idle path rc:%d", rc);
-        return;
-    }
-
-    ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                  "zookeeper delete of an idle lock path failed (%d: %s)",
-                  rc, zerror(rc));
-}
-
-
 /* the requests of this worker that wait on a lock path */
 
 ngx_uint_t
@@ -527,7 +407,7 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_node_t  *node;
 
-    lock = ngx_http_zk_lock_recipe_find(s, path->data, path->len);
+    lock = ngx_http_zk_lock_path_find(s, path->data, path->len);
 
     if (lock == NULL) {
         return 0;
@@ -614,7 +494,7 @@ ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
             node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
             if (node->counter == c) {
-                ngx_http_zk_lock_recipe_relist(lock);
+                ngx_http_zk_lock_path_relist(lock);
                 break;
             }
         }
@@ -648,7 +528,7 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
         }
 
         lock->refs = 0;
-        ngx_http_zk_lock_recipe_gc(lock);
+        ngx_http_zk_lock_path_gc(lock);
     }
 
     ngx_http_zk_lock_counters_free(s);
@@ -680,7 +560,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
         }
     }
 
-    lock = ngx_http_zk_lock_recipe_find(s, (u_char *) path,
+    lock = ngx_http_zk_lock_path_find(s, (u_char *) path,
                                         p - (u_char *) path);
 
     if (lock == NULL) {
@@ -688,7 +568,7 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
     }
 
     if (type == ZOO_CHILD_EVENT) {
-        ngx_http_zk_lock_recipe_relist(lock);
+        ngx_http_zk_lock_path_relist(lock);
         return;
     }
 
@@ -705,13 +585,13 @@ ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
 
     /* a watch fires once */
 
-    ngx_http_zk_lock_recipe_unwatch(lock, seq);
+    ngx_http_zk_lock_path_unwatch(lock, seq);
 
     if (type == ZOO_DELETED_EVENT) {
         ngx_http_zk_lock_recipe_deleted(lock, seq);
 
     } else {
-        ngx_http_zk_lock_recipe_relist(lock);
+        ngx_http_zk_lock_path_relist(lock);
     }
 }
 
@@ -749,11 +629,11 @@ ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
         }
 
         if (relist) {
-            ngx_http_zk_lock_recipe_relist(lock);
+            ngx_http_zk_lock_path_relist(lock);
         }
 
         lock->refs--;
-        ngx_http_zk_lock_recipe_gc(lock);
+        ngx_http_zk_lock_path_gc(lock);
     }
 }
 
@@ -808,85 +688,6 @@ ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node)
 }
 
 
-static ngx_http_zk_lock_t *
-ngx_http_zk_lock_recipe_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
-{
-    ngx_http_zk_lock_t  *lock;
-
-    lock = ngx_http_zk_lock_recipe_find(s, path->data, path->len);
-    if (lock) {
-        return lock;
-    }
-
-    lock = ngx_alloc(offsetof(ngx_http_zk_lock_t, path) + path->len + 1,
-                     &s->log);
-    if (lock == NULL) {
-        return NULL;
-    }
-
-    ngx_memcpy(lock->path, path->data, path->len);
-    lock->path[path->len] = '\0';
-
-    lock->sn.str.data = lock->path;
-    lock->sn.str.len = path->len;
-    lock->sn.node.key = ngx_crc32_short(path->data, path->len);
-
-    lock->session = s;
-    lock->refs = 0;
-    lock->sent = 0;
-    lock->answered = 0;
-    lock->nwatched = 0;
-    ngx_memzero(&lock->listing, sizeof(ngx_http_zk_lock_listing_t));
-    lock->span = 0;
-    lock->count = 0;
-    lock->wanted = 0;
-    lock->deep = 0;
-    lock->reads = 0;
-    lock->transient = 0;
-    ngx_queue_init(&lock->nodes);
-
-    ngx_rbtree_insert(&s->locks, &lock->sn.node);
-    ngx_queue_insert_tail(&s->all, &lock->queue);
-
-    return lock;
-}
-
-
-static ngx_http_zk_lock_t *
-ngx_http_zk_lock_recipe_find(ngx_http_zk_lock_session_t *s, u_char *path,
-    size_t len)
-{
-    ngx_str_t        key;
-    ngx_str_node_t  *sn;
-
-    key.data = path;
-    key.len = len;
-
-    sn = ngx_str_rbtree_lookup(&s->locks, &key, ngx_crc32_short(path, len));
-
-    return (ngx_http_zk_lock_t *) sn;
-}
-
-
-static void
-ngx_http_zk_lock_recipe_gc(ngx_http_zk_lock_t *lock)
-{
-    if (lock->refs) {
-        return;
-    }
-
-    if (lock->transient) {
-        ngx_http_zk_lock_recipe_delete_path(lock);
-    }
-
-    ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
-    ngx_queue_remove(&lock->queue);
-
-    ngx_http_zk_lock_listing_free(&lock->listing);
-    ngx_free(lock);
-}
-
-
 /* frees a node its owner released, once ZooKeeper has nothing to say */
 
 static void
@@ -906,7 +707,7 @@ ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node)
     ngx_free(node);
 
     lock->refs--;
-    ngx_http_zk_lock_recipe_gc(lock);
+    ngx_http_zk_lock_path_gc(lock);
 }
 
 
@@ -1038,19 +839,7 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
     node->list_id = lock->sent + 1;
 
     if (!ngx_http_zk_lock_recipe_defer(node)) {
-        ngx_http_zk_lock_recipe_ask(lock);
-    }
-}
-
-
-static void
-ngx_http_zk_lock_recipe_ask(ngx_http_zk_lock_t *lock)
-{
-    if (lock->sent == lock->answered) {
-        (void) ngx_http_zk_lock_recipe_list(lock);
-
-    } else {
-        lock->wanted = 1;
+        ngx_http_zk_lock_path_ask(lock);
     }
 }
 
@@ -1118,7 +907,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value, const void *data)
              * does, or the request times out
              */
 
-            (void) ngx_http_zk_lock_recipe_list(lock);
+            (void) ngx_http_zk_lock_path_list(lock);
         }
 
         return;
@@ -1132,7 +921,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value, const void *data)
              * exist by the time the create is retried
              */
 
-            ngx_http_zk_lock_recipe_create_parents(lock);
+            ngx_http_zk_lock_path_create_parents(lock);
             ngx_http_zk_lock_recipe_create(node);
             return;
         }
@@ -1167,7 +956,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value, const void *data)
 /*
  * In a deep queue a new node comes after every node of the last listing,
  * whose head the worker watches: it is listed only once few of those are
- * left, see window().  Decided again when the create is answered, as a
+ * left, see path_window().  Decided again when the create is answered, as a
  * listing may have come meanwhile.
  */
 
@@ -1189,83 +978,6 @@ ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node)
     }
 
     return node->deferred;
-}
-
-
-/*
- * Like Curator's creatingParentContainersIfNeeded(): container nodes,
- * which the server removes once they are empty.  Not the chroot: with its
- * ACL it is the fleet's, and is kept even while no lock is used.
- */
-
-static void
-ngx_http_zk_lock_recipe_create_parents(ngx_http_zk_lock_t *lock)
-{
-    u_char  *p;
-    u_char   buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
-
-    /* with a chroot, "/" is the chroot itself, which may be missing too */
-
-    if (lock->session->chroot.len) {
-        ngx_http_zk_lock_recipe_create_parent(lock, (u_char *) "/",
-                                              ZOO_PERSISTENT);
-    }
-
-    (void) ngx_cpymem(buf, lock->path, lock->sn.str.len + 1);
-
-    for (p = buf; /* void */ ; *p = '/') {
-        p = (u_char *) ngx_strchr(p + 1, '/');
-
-        if (p == NULL) {
-            ngx_http_zk_lock_recipe_create_parent(lock, buf, ZOO_CONTAINER);
-            break;
-        }
-
-        *p = '\0';
-        ngx_http_zk_lock_recipe_create_parent(lock, buf, ZOO_CONTAINER);
-    }
-}
-
-
-static void
-ngx_http_zk_lock_recipe_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
-    int mode)
-{
-    int                          rc;
-    ngx_http_zk_lock_session_t  *s;
-
-    s = lock->session;
-
-    ngx_http_zk_lock_session_batch(s);
-
-    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
-                     ngx_http_zk_lock_recipe_parent_done, lock);
-
-    if (rc != ZOK) {
-        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                      "zoo_acreate(\"%s\") failed (%d: %s)",
-                      path, rc, zerror(rc));
-        return;
-    }
-
-    lock->refs++;
-}
-
-
-static void
-ngx_http_zk_lock_recipe_parent_done(int rc, const char *value, const void *data)
-{
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
-
-    lock->refs--;
-
-    if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting) {
-        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
-                      "zookeeper create of a parent of \"%s\" failed (%d: %s)",
-                      lock->path, rc, zerror(rc));
-    }
-
-    ngx_http_zk_lock_recipe_gc(lock);
 }
 
 
@@ -1292,7 +1004,7 @@ ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node)
         return;
     }
 
-    (void) ngx_http_zk_lock_recipe_child_path(buf, lock, node->name);
+    (void) ngx_http_zk_lock_path_child(buf, lock, node->name);
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: delete \"%s\"", buf);
@@ -1351,12 +1063,12 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
     }
 
     if (rc == ZOK) {
-        /* the nodes behind it are not watching it, see watch() */
+        /* the nodes behind it are not watching it, see path_watch() */
         ngx_http_zk_lock_recipe_deleted(lock, node->seq);
 
     } else if (rc == ZNONODE) {
         /* someone else deleted it: when, the listing tells */
-        ngx_http_zk_lock_recipe_relist(lock);
+        ngx_http_zk_lock_path_relist(lock);
     }
 
     /*
@@ -1372,7 +1084,7 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
             other = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
             if (other->state == NGX_HTTP_ZK_LOCK_WAITING && other->notify) {
-                ngx_http_zk_lock_recipe_relist(lock);
+                ngx_http_zk_lock_path_relist(lock);
                 break;
             }
         }
@@ -1380,117 +1092,6 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 
     ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
     ngx_http_zk_lock_recipe_node_gc(node);
-}
-
-
-/*
- * A listing that is on its way does: ZooKeeper sends a watch event or the
- * reply to a delete before the reply to any read that reflects it, so the
- * change that brings us here is in that listing.
- */
-
-static void
-ngx_http_zk_lock_recipe_relist(ngx_http_zk_lock_t *lock)
-{
-    if (!lock->session->connected) {
-        /* done when the session connects again */
-        return;
-    }
-
-    if (lock->sent == lock->answered) {
-        (void) ngx_http_zk_lock_recipe_list(lock);
-    }
-}
-
-
-static ngx_int_t
-ngx_http_zk_lock_recipe_list(ngx_http_zk_lock_t *lock)
-{
-    int                          rc;
-    ngx_http_zk_lock_session_t  *s;
-
-    s = lock->session;
-
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
-                   "zk lock: list \"%s\"", lock->path);
-
-    /*
-     * Semaphore v2 leases are counted, and a change of the count is
-     * watched, as Curator does: every listing of such a lock sets the watch
-     */
-
-    ngx_http_zk_lock_session_batch(s);
-
-    if (lock->count) {
-        rc = zoo_awget_children(s->zh, (char *) lock->path,
-                                ngx_http_zk_lock_session_watcher, s,
-                                ngx_http_zk_lock_recipe_children_done, lock);
-    } else {
-        rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
-                               ngx_http_zk_lock_recipe_children_done, lock);
-    }
-
-    if (rc != ZOK) {
-        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                      "zoo_aget_children(\"%s\") failed (%d: %s)",
-                      lock->path, rc, zerror(rc));
-        return NGX_ERROR;
-    }
-
-    lock->sent++;
-    lock->refs++;
-    lock->wanted = 0;
-
-    return NGX_OK;
-}
-
-
-static void
-ngx_http_zk_lock_recipe_children_done(int rc,
-    const struct String_vector *strings, const void *data)
-{
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
-
-    static struct String_vector  none;
-
-    /* a session's replies come in the order of its requests */
-
-    lock->answered++;
-
-    if (lock->session->exiting) {
-        return;
-    }
-
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
-                   "zk lock: listed \"%s\" #%ui rc:%d n:%d",
-                   lock->path, lock->answered, rc,
-                   (rc == ZOK && strings) ? strings->count : 0);
-
-    if (rc == ZOK) {
-        ngx_http_zk_lock_recipe_evaluate(lock, strings ? strings : &none,
-                                         lock->answered);
-
-    } else if (rc == ZNONODE) {
-        ngx_http_zk_lock_recipe_evaluate(lock, &none, lock->answered);
-
-    } else if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT
-               && rc != ZSESSIONEXPIRED && rc != ZCLOSING)
-    {
-        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
-                      "zookeeper list of \"%s\" failed (%d: %s)",
-                      lock->path, rc, zerror(rc));
-    }
-
-    if (lock->wanted && lock->sent == lock->answered
-        && zoo_state(lock->session->zh) == ZOO_CONNECTED_STATE)
-    {
-        (void) ngx_http_zk_lock_recipe_list(lock);
-    }
-
-    /* the reference of the listing kept the lock through the evaluation */
-
-    lock->refs--;
-    ngx_http_zk_lock_recipe_gc(lock);
 }
 
 
@@ -1744,7 +1345,7 @@ ngx_http_zk_lock_recipe_queue(ngx_http_zk_lock_t *lock,
     /* not worth a bigger table: this one watches for itself */
 
     for (k = i - leases; k < i; k++) {
-        ngx_http_zk_lock_recipe_set_watch(lock, pl->children[k].name);
+        ngx_http_zk_lock_path_watch(lock, pl->children[k].name);
     }
 }
 
@@ -1762,7 +1363,7 @@ ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
     ngx_uint_t                 j, k;
     ngx_http_zk_lock_first_t  *f;
 
-    ngx_http_zk_lock_recipe_unwatch_gone(lock, pl->children, pl->n);
+    ngx_http_zk_lock_path_unwatch_gone(lock, pl->children, pl->n);
 
     lock->span = pl->span;
     lock->reads = pl->reads;
@@ -1771,7 +1372,7 @@ ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
                   && !lock->count && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
 
     if (lock->deep) {
-        ngx_http_zk_lock_recipe_window(lock);
+        ngx_http_zk_lock_path_window(lock);
         return;
     }
 
@@ -1785,13 +1386,12 @@ ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
         f->node->covered = (f->index == f->leases);
 
         for (k = f->index - f->leases; k < f->index; k++) {
-            ngx_http_zk_lock_recipe_set_watch(lock, pl->children[k].name);
+            ngx_http_zk_lock_path_watch(lock, pl->children[k].name);
         }
     }
 
     if (pl->reads) {
-        ngx_http_zk_lock_recipe_set_watch(lock,
-                                          pl->children[pl->first_write].name);
+        ngx_http_zk_lock_path_watch(lock, pl->children[pl->first_write].name);
     }
 }
 
@@ -1832,63 +1432,6 @@ ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
 
 
 
-
-
-/*
- * In a deep queue, a listing after each handoff would cost more than the
- * handoff itself, for ZooKeeper and for every waiter's worker, as in
- * Curator: instead each worker watches the "span" nodes at the head of its
- * last listing, those that hold the lock (and for readers, the first
- * writer), and the next ones as these go.  Every deletion ahead of its
- * waiters is then heard of, in the order of the queue, at the cost of one
- * event and one watch per worker and handoff; a node that left the middle
- * of the queue is found gone when its turn to be watched comes.
- */
-
-static void
-ngx_http_zk_lock_recipe_window(ngx_http_zk_lock_t *lock)
-{
-    u_char                      *name;
-    ngx_uint_t                   i, k;
-    ngx_http_zk_lock_entry_t    *e;
-    ngx_http_zk_lock_listing_t  *l;
-
-    l = &lock->listing;
-    k = 0;
-
-    for (i = l->head; i < l->n && k < lock->span; i++) {
-        e = &l->entries[i];
-
-        if (!e->gone) {
-            name = ngx_http_zk_lock_listing_name(l, e);
-            ngx_http_zk_lock_recipe_set_watch(lock, name);
-            k++;
-        }
-    }
-
-    if (k < lock->span) {
-        /*
-         * Few nodes of the listing are left: the requests queued since
-         * (and other workers' nodes between them) are listed now, once per
-         * listing's worth of handoffs
-         */
-        ngx_http_zk_lock_recipe_relist(lock);
-    }
-
-    if (!lock->reads) {
-        return;
-    }
-
-    for (i = l->head; i < l->n; i++) {
-        e = &l->entries[i];
-
-        if (!e->gone && e->write) {
-            name = ngx_http_zk_lock_listing_name(l, e);
-            ngx_http_zk_lock_recipe_set_watch(lock, name);
-            return;
-        }
-    }
-}
 
 
 /*
@@ -1980,14 +1523,14 @@ ngx_http_zk_lock_recipe_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
     }
 
     if (lock->deep) {
-        ngx_http_zk_lock_recipe_window(lock);
+        ngx_http_zk_lock_path_window(lock);
 
     } else if (relist) {
-        ngx_http_zk_lock_recipe_relist(lock);
+        ngx_http_zk_lock_path_relist(lock);
 
     } else if (first) {
         /* the others behind it are covered by its watch, as before */
-        ngx_http_zk_lock_recipe_set_watch(lock, first->pred);
+        ngx_http_zk_lock_path_watch(lock, first->pred);
     }
 }
 
@@ -2040,7 +1583,7 @@ ngx_http_zk_lock_recipe_watch_self(ngx_http_zk_lock_node_t *node)
     lock = node->lock;
     s = lock->session;
 
-    (void) ngx_http_zk_lock_recipe_child_path(buf, lock, node->name);
+    (void) ngx_http_zk_lock_path_child(buf, lock, node->name);
 
     ngx_http_zk_lock_session_batch(s);
 
@@ -2128,7 +1671,7 @@ ngx_http_zk_lock_recipe_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
         ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
 
         /* who was behind it learns from a listing when it went */
-        ngx_http_zk_lock_recipe_relist(lock);
+        ngx_http_zk_lock_path_relist(lock);
         return;
     }
 }
@@ -2195,149 +1738,6 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
 
 
 
-static void
-ngx_http_zk_lock_recipe_set_watch(ngx_http_zk_lock_t *lock, u_char *name)
-{
-    int                          rc;
-    uint32_t                     seq;
-    ngx_uint_t                   i;
-    ngx_http_zk_lock_watch_t    *w;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
-
-    s = lock->session;
-
-    if (ngx_http_zk_lock_session_ours(s, name)) {
-        /* its delete_done() tells */
-        return;
-    }
-
-    seq = ngx_http_zk_lock_listing_seq(name, ngx_strlen(name));
-
-    for (i = 0; i < lock->nwatched; i++) {
-        if (lock->watched[i] == seq) {
-            /* a watch is set and has not fired */
-            return;
-        }
-    }
-
-    if (ngx_http_zk_lock_recipe_child_path(buf, lock, name) == NULL) {
-        return;
-    }
-
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
-                   "zk lock: watch \"%s\"", buf);
-
-    /*
-     * getData, as Curator does, rather than exists: no watch is left on a
-     * node that is already gone.  Watches on the same node are one watch.
-     */
-
-    w = ngx_alloc(sizeof(ngx_http_zk_lock_watch_t), &s->log);
-    if (w == NULL) {
-        return;
-    }
-
-    w->lock = lock;
-    w->seq = seq;
-
-    ngx_http_zk_lock_session_batch(s);
-
-    rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
-                   ngx_http_zk_lock_recipe_set_watch_done, w);
-
-    if (rc != ZOK) {
-        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                      "zoo_awget(\"%s\") failed (%d: %s)",
-                      buf, rc, zerror(rc));
-        ngx_free(w);
-        return;
-    }
-
-    /* names without a sequence number are watched every time */
-
-    if (seq < NGX_HTTP_ZK_LOCK_SEQ_WRAPPED
-        && lock->nwatched < NGX_HTTP_ZK_LOCK_WATCHED)
-    {
-        lock->watched[lock->nwatched++] = seq;
-    }
-
-    lock->refs++;
-}
-
-
-static void
-ngx_http_zk_lock_recipe_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
-{
-    ngx_uint_t  i;
-
-    for (i = 0; i < lock->nwatched; i++) {
-        if (lock->watched[i] == seq) {
-            lock->watched[i] = lock->watched[--lock->nwatched];
-            return;
-        }
-    }
-}
-
-
-/* a watch asked for on a node that was already gone never fires */
-
-static void
-ngx_http_zk_lock_recipe_unwatch_gone(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
-{
-    ngx_uint_t  i, lo;
-
-    for (i = 0; i < lock->nwatched; /* void */ ) {
-        lo = ngx_http_zk_lock_listing_find(children, n, lock->watched[i]);
-
-        if (lo < n && children[lo].seq == lock->watched[i]) {
-            i++;
-
-        } else {
-            lock->watched[i] = lock->watched[--lock->nwatched];
-        }
-    }
-}
-
-
-static void
-ngx_http_zk_lock_recipe_set_watch_done(int rc, const char *value, int value_len,
-    const struct Stat *stat, const void *data)
-{
-    ngx_http_zk_lock_watch_t  *w = (ngx_http_zk_lock_watch_t *) data;
-
-    uint32_t             seq;
-    ngx_http_zk_lock_t  *lock;
-
-    lock = w->lock;
-    seq = w->seq;
-    ngx_free(w);
-
-    lock->refs--;
-
-    if (lock->session->exiting) {
-        return;
-    }
-
-    if (rc == ZNONODE) {
-
-        /* gone between the listing and the watch: no watch is left */
-
-        ngx_http_zk_lock_recipe_unwatch(lock, seq);
-
-        if (lock->deep) {
-            ngx_http_zk_lock_recipe_deleted(lock, seq);
-
-        } else {
-            ngx_http_zk_lock_recipe_relist(lock);
-        }
-    }
-
-    ngx_http_zk_lock_recipe_gc(lock);
-}
-
-
 static ngx_uint_t
 ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node)
 {
@@ -2353,18 +1753,3 @@ ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node)
 
 
 
-static u_char *
-ngx_http_zk_lock_recipe_child_path(u_char *buf, ngx_http_zk_lock_t *lock,
-    u_char *name)
-{
-    u_char  *p;
-
-    if (lock->sn.str.len + ngx_strlen(name) + 2 > NGX_HTTP_ZK_LOCK_BUF_LEN) {
-        return NULL;
-    }
-
-    p = ngx_sprintf(buf, "%s/%s", lock->path, name);
-    *p = '\0';
-
-    return buf;
-}

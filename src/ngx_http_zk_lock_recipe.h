@@ -15,6 +15,7 @@
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_counter.h"
 #include "ngx_http_zk_lock_listing.h"
+#include "ngx_http_zk_lock_path.h"
 
 
 /*
@@ -31,11 +32,6 @@
  */
 
 
-/* the longest path, the bound of zk_lock_max_path: ZooKeeper allows longer */
-#define NGX_HTTP_ZK_LOCK_MAX_PATH  4096
-
-
-typedef struct ngx_http_zk_lock_s          ngx_http_zk_lock_t;
 typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
 
 typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);

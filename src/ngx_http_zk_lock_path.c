@@ -1,0 +1,589 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_path.h"
+
+
+typedef struct {
+    ngx_http_zk_lock_t           *lock;
+    uint32_t                      seq;
+} ngx_http_zk_lock_watch_t;
+
+
+static void ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
+static void ngx_http_zk_lock_path_listed(int rc,
+    const struct String_vector *strings, const void *data);
+static void ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock,
+    u_char *path, int mode);
+static void ngx_http_zk_lock_path_parent_done(int rc, const char *value,
+    const void *data);
+static void ngx_http_zk_lock_path_watch_done(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
+
+
+ngx_http_zk_lock_t *
+ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_http_zk_lock_owner_t *owner)
+{
+    ngx_http_zk_lock_t  *lock;
+
+    lock = ngx_http_zk_lock_path_find(s, path->data, path->len);
+    if (lock) {
+        return lock;
+    }
+
+    lock = ngx_alloc(offsetof(ngx_http_zk_lock_t, path) + path->len + 1,
+                     &s->log);
+    if (lock == NULL) {
+        return NULL;
+    }
+
+    ngx_memcpy(lock->path, path->data, path->len);
+    lock->path[path->len] = '\0';
+
+    lock->sn.str.data = lock->path;
+    lock->sn.str.len = path->len;
+    lock->sn.node.key = ngx_crc32_short(path->data, path->len);
+
+    lock->session = s;
+    lock->owner = owner;
+    lock->refs = 0;
+    lock->sent = 0;
+    lock->answered = 0;
+    lock->nwatched = 0;
+    ngx_memzero(&lock->listing, sizeof(ngx_http_zk_lock_listing_t));
+    lock->span = 0;
+    lock->count = 0;
+    lock->wanted = 0;
+    lock->deep = 0;
+    lock->reads = 0;
+    lock->transient = 0;
+    ngx_queue_init(&lock->nodes);
+
+    ngx_rbtree_insert(&s->locks, &lock->sn.node);
+    ngx_queue_insert_tail(&s->all, &lock->queue);
+
+    return lock;
+}
+
+
+ngx_http_zk_lock_t *
+ngx_http_zk_lock_path_find(ngx_http_zk_lock_session_t *s, u_char *path,
+    size_t len)
+{
+    ngx_str_t        key;
+    ngx_str_node_t  *sn;
+
+    key.data = path;
+    key.len = len;
+
+    sn = ngx_str_rbtree_lookup(&s->locks, &key, ngx_crc32_short(path, len));
+
+    return (ngx_http_zk_lock_t *) sn;
+}
+
+
+void
+ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
+{
+    if (lock->refs) {
+        return;
+    }
+
+    if (lock->transient) {
+        ngx_http_zk_lock_path_delete(lock);
+    }
+
+    ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
+    ngx_queue_remove(&lock->queue);
+
+    ngx_http_zk_lock_listing_free(&lock->listing);
+    ngx_free(lock);
+}
+
+
+static void
+ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
+{
+    int                          rc;
+    u_char                      *p;
+    ngx_uint_t                   i;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    s = lock->session;
+
+    if (s->exiting || !s->connected) {
+        return;
+    }
+
+    p = ngx_cpymem(buf, lock->path, lock->sn.str.len);
+
+    for (i = 0; i < lock->transient && p > buf + 1; i++) {
+        *p = '\0';
+
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                       "zk lock: delete idle \"%s\"", buf);
+
+        ngx_http_zk_lock_session_batch(s);
+
+        rc = zoo_adelete(s->zh, (char *) buf, -1,
+                         ngx_http_zk_lock_path_deleted, s);
+
+        if (rc != ZOK) {
+            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                          "zoo_adelete(\"%s\") failed (%d: %s)",
+                          buf, rc, zerror(rc));
+            return;
+        }
+
+        while (p > buf && *--p != '/') { /* void */ }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_path_deleted(int rc, const void *data)
+{
+    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+
+    /* in use again, gone already, or not ours to delete: all as well */
+
+    if (rc == ZOK || rc == ZNOTEMPTY || rc == ZNONODE || rc == ZNOAUTH
+        || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT
+        || rc == ZSESSIONEXPIRED || rc == ZCLOSING || s->exiting)
+    {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                       "zk lock: deleted idle path rc:%d", rc);
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                  "zookeeper delete of an idle lock path failed (%d: %s)",
+                  rc, zerror(rc));
+}
+
+
+void
+ngx_http_zk_lock_path_ask(ngx_http_zk_lock_t *lock)
+{
+    if (lock->sent == lock->answered) {
+        (void) ngx_http_zk_lock_path_list(lock);
+
+    } else {
+        lock->wanted = 1;
+    }
+}
+
+
+/*
+ * A listing that is on its way does: ZooKeeper sends a watch event or the
+ * reply to a delete before the reply to any read that reflects it, so the
+ * change that brings us here is in that listing.
+ */
+
+void
+ngx_http_zk_lock_path_relist(ngx_http_zk_lock_t *lock)
+{
+    if (!lock->session->connected) {
+        /* done when the session connects again */
+        return;
+    }
+
+    if (lock->sent == lock->answered) {
+        (void) ngx_http_zk_lock_path_list(lock);
+    }
+}
+
+
+ngx_int_t
+ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = lock->session;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: list \"%s\"", lock->path);
+
+    /*
+     * Semaphore v2 leases are counted, and a change of the count is
+     * watched, as Curator does: every listing of such a lock sets the watch
+     */
+
+    ngx_http_zk_lock_session_batch(s);
+
+    if (lock->count) {
+        rc = zoo_awget_children(s->zh, (char *) lock->path,
+                                ngx_http_zk_lock_session_watcher, s,
+                                ngx_http_zk_lock_path_listed, lock);
+    } else {
+        rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
+                               ngx_http_zk_lock_path_listed, lock);
+    }
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_aget_children(\"%s\") failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+        return NGX_ERROR;
+    }
+
+    lock->sent++;
+    lock->refs++;
+    lock->wanted = 0;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_zk_lock_path_listed(int rc,
+    const struct String_vector *strings, const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    static struct String_vector  none;
+
+    /* a session's replies come in the order of its requests */
+
+    lock->answered++;
+
+    if (lock->session->exiting) {
+        return;
+    }
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                   "zk lock: listed \"%s\" #%ui rc:%d n:%d",
+                   lock->path, lock->answered, rc,
+                   (rc == ZOK && strings) ? strings->count : 0);
+
+    if (rc == ZOK) {
+        lock->owner->listed(lock, strings ? strings : &none,
+                            lock->answered);
+
+    } else if (rc == ZNONODE) {
+        lock->owner->listed(lock, &none, lock->answered);
+
+    } else if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT
+               && rc != ZSESSIONEXPIRED && rc != ZCLOSING)
+    {
+        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+                      "zookeeper list of \"%s\" failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+    }
+
+    if (lock->wanted && lock->sent == lock->answered
+        && zoo_state(lock->session->zh) == ZOO_CONNECTED_STATE)
+    {
+        (void) ngx_http_zk_lock_path_list(lock);
+    }
+
+    /* the reference of the listing kept the lock through the evaluation */
+
+    lock->refs--;
+    ngx_http_zk_lock_path_gc(lock);
+}
+
+
+/*
+ * Like Curator's creatingParentContainersIfNeeded(): container nodes,
+ * which the server removes once they are empty.  Not the chroot: with its
+ * ACL it is the fleet's, and is kept even while no lock is used.
+ */
+
+void
+ngx_http_zk_lock_path_create_parents(ngx_http_zk_lock_t *lock)
+{
+    u_char  *p;
+    u_char   buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    /* with a chroot, "/" is the chroot itself, which may be missing too */
+
+    if (lock->session->chroot.len) {
+        ngx_http_zk_lock_path_create_parent(lock, (u_char *) "/",
+                                            ZOO_PERSISTENT);
+    }
+
+    (void) ngx_cpymem(buf, lock->path, lock->sn.str.len + 1);
+
+    for (p = buf; /* void */ ; *p = '/') {
+        p = (u_char *) ngx_strchr(p + 1, '/');
+
+        if (p == NULL) {
+            ngx_http_zk_lock_path_create_parent(lock, buf, ZOO_CONTAINER);
+            break;
+        }
+
+        *p = '\0';
+        ngx_http_zk_lock_path_create_parent(lock, buf, ZOO_CONTAINER);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
+    int mode)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = lock->session;
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
+                     ngx_http_zk_lock_path_parent_done, lock);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_acreate(\"%s\") failed (%d: %s)",
+                      path, rc, zerror(rc));
+        return;
+    }
+
+    lock->refs++;
+}
+
+
+static void
+ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    lock->refs--;
+
+    if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting) {
+        ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
+                      "zookeeper create of a parent of \"%s\" failed (%d: %s)",
+                      lock->path, rc, zerror(rc));
+    }
+
+    ngx_http_zk_lock_path_gc(lock);
+}
+
+
+/*
+ * In a deep queue, a listing after each handoff would cost more than the
+ * handoff itself, for ZooKeeper and for every waiter's worker, as in
+ * Curator: instead each worker watches the "span" nodes at the head of its
+ * last listing, those that hold the lock (and for readers, the first
+ * writer), and the next ones as these go.  Every deletion ahead of its
+ * waiters is then heard of, in the order of the queue, at the cost of one
+ * event and one watch per worker and handoff; a node that left the middle
+ * of the queue is found gone when its turn to be watched comes.
+ */
+
+void
+ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock)
+{
+    u_char                      *name;
+    ngx_uint_t                   i, k;
+    ngx_http_zk_lock_entry_t    *e;
+    ngx_http_zk_lock_listing_t  *l;
+
+    l = &lock->listing;
+    k = 0;
+
+    for (i = l->head; i < l->n && k < lock->span; i++) {
+        e = &l->entries[i];
+
+        if (!e->gone) {
+            name = ngx_http_zk_lock_listing_name(l, e);
+            ngx_http_zk_lock_path_watch(lock, name);
+            k++;
+        }
+    }
+
+    if (k < lock->span) {
+        /*
+         * Few nodes of the listing are left: the requests queued since
+         * (and other workers' nodes between them) are listed now, once per
+         * listing's worth of handoffs
+         */
+        ngx_http_zk_lock_path_relist(lock);
+    }
+
+    if (!lock->reads) {
+        return;
+    }
+
+    for (i = l->head; i < l->n; i++) {
+        e = &l->entries[i];
+
+        if (!e->gone && e->write) {
+            name = ngx_http_zk_lock_listing_name(l, e);
+            ngx_http_zk_lock_path_watch(lock, name);
+            return;
+        }
+    }
+}
+
+
+void
+ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
+{
+    int                          rc;
+    uint32_t                     seq;
+    ngx_uint_t                   i;
+    ngx_http_zk_lock_watch_t    *w;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    s = lock->session;
+
+    if (ngx_http_zk_lock_session_ours(s, name)) {
+        /* this worker deletes it: the reply to its delete tells */
+        return;
+    }
+
+    seq = ngx_http_zk_lock_listing_seq(name, ngx_strlen(name));
+
+    for (i = 0; i < lock->nwatched; i++) {
+        if (lock->watched[i] == seq) {
+            /* a watch is set and has not fired */
+            return;
+        }
+    }
+
+    if (ngx_http_zk_lock_path_child(buf, lock, name) == NULL) {
+        return;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: watch \"%s\"", buf);
+
+    /*
+     * getData, as Curator does, rather than exists: no watch is left on a
+     * node that is already gone.  Watches on the same node are one watch.
+     */
+
+    w = ngx_alloc(sizeof(ngx_http_zk_lock_watch_t), &s->log);
+    if (w == NULL) {
+        return;
+    }
+
+    w->lock = lock;
+    w->seq = seq;
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
+                   ngx_http_zk_lock_path_watch_done, w);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_awget(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        ngx_free(w);
+        return;
+    }
+
+    /* names without a sequence number are watched every time */
+
+    if (seq < NGX_HTTP_ZK_LOCK_SEQ_WRAPPED
+        && lock->nwatched < NGX_HTTP_ZK_LOCK_WATCHED)
+    {
+        lock->watched[lock->nwatched++] = seq;
+    }
+
+    lock->refs++;
+}
+
+
+void
+ngx_http_zk_lock_path_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < lock->nwatched; i++) {
+        if (lock->watched[i] == seq) {
+            lock->watched[i] = lock->watched[--lock->nwatched];
+            return;
+        }
+    }
+}
+
+
+/* a watch asked for on a node that was already gone never fires */
+
+void
+ngx_http_zk_lock_path_unwatch_gone(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+{
+    ngx_uint_t  i, lo;
+
+    for (i = 0; i < lock->nwatched; /* void */ ) {
+        lo = ngx_http_zk_lock_listing_find(children, n, lock->watched[i]);
+
+        if (lo < n && children[lo].seq == lock->watched[i]) {
+            i++;
+
+        } else {
+            lock->watched[i] = lock->watched[--lock->nwatched];
+        }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_path_watch_done(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_watch_t  *w = (ngx_http_zk_lock_watch_t *) data;
+
+    uint32_t             seq;
+    ngx_http_zk_lock_t  *lock;
+
+    lock = w->lock;
+    seq = w->seq;
+    ngx_free(w);
+
+    lock->refs--;
+
+    if (lock->session->exiting) {
+        return;
+    }
+
+    if (rc == ZNONODE) {
+
+        /* gone between the listing and the watch: no watch is left */
+
+        ngx_http_zk_lock_path_unwatch(lock, seq);
+
+        if (lock->deep) {
+            lock->owner->gone(lock, seq);
+
+        } else {
+            ngx_http_zk_lock_path_relist(lock);
+        }
+    }
+
+    ngx_http_zk_lock_path_gc(lock);
+}
+
+
+u_char *
+ngx_http_zk_lock_path_child(u_char *buf, ngx_http_zk_lock_t *lock,
+    u_char *name)
+{
+    u_char  *p;
+
+    if (lock->sn.str.len + ngx_strlen(name) + 2 > NGX_HTTP_ZK_LOCK_BUF_LEN) {
+        return NULL;
+    }
+
+    p = ngx_sprintf(buf, "%s/%s", lock->path, name);
+    *p = '\0';
+
+    return buf;
+}

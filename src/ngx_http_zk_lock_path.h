@@ -1,0 +1,100 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_PATH_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_PATH_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_listing.h"
+
+
+/*
+ * One lock path with participants in this worker, and what ZooKeeper is
+ * asked of it as a whole: its listings (one at a time, the next one asked
+ * for while one is on its way), the watches on its children (each set
+ * once), its parents (containers, as Curator makes them) and, once idle,
+ * the deletion of a path built from a request.  What the participants
+ * make of a listing or of a node gone is their owner's: it is told
+ * through the handlers that it gave (see ngx_http_zk_lock_owner_t).
+ */
+
+
+/* the longest path, the bound of zk_lock_max_path: ZooKeeper allows longer */
+#define NGX_HTTP_ZK_LOCK_MAX_PATH  4096
+
+
+typedef struct ngx_http_zk_lock_s  ngx_http_zk_lock_t;
+
+typedef void (*ngx_http_zk_lock_listed_pt)(ngx_http_zk_lock_t *lock,
+    const struct String_vector *strings, ngx_uint_t id);
+typedef void (*ngx_http_zk_lock_gone_pt)(ngx_http_zk_lock_t *lock,
+    uint32_t seq);
+
+typedef struct {
+    ngx_http_zk_lock_listed_pt    listed;     /* a listing answered */
+    ngx_http_zk_lock_gone_pt      gone;       /* a node to watch was gone */
+} ngx_http_zk_lock_owner_t;
+
+
+/* "<path>/" + child name + '\0' */
+#define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
+
+
+/* the watches a worker remembers in one lock, so as to set each once */
+#define NGX_HTTP_ZK_LOCK_WATCHED  16
+
+
+/* one lock path with participants in this worker */
+
+struct ngx_http_zk_lock_s {
+    ngx_str_node_t                sn;         /* key: the path */
+    ngx_queue_t                   queue;      /* in session->all */
+    ngx_queue_t                   nodes;
+    ngx_http_zk_lock_session_t   *session;
+    ngx_http_zk_lock_owner_t     *owner;
+    ngx_uint_t                    refs;       /* nodes and completions */
+    ngx_uint_t                    sent;       /* listings asked for */
+    ngx_uint_t                    answered;   /* listings answered */
+    ngx_uint_t                    nwatched;
+    uint32_t                      watched[NGX_HTTP_ZK_LOCK_WATCHED];
+
+    ngx_http_zk_lock_listing_t    listing;    /* the last one */
+    ngx_uint_t                    span;       /* the entries to watch there */
+    ngx_uint_t                    transient;  /* levels to delete when idle */
+
+    unsigned                      count:1;    /* lists with a watch */
+    unsigned                      wanted:1;   /* a listing, after this one */
+    unsigned                      deep:1;     /* see path_window() */
+    unsigned                      reads:1;    /* readers wait */
+    u_char                        path[1];
+};
+
+
+
+ngx_http_zk_lock_t *ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s,
+    ngx_str_t *path, ngx_http_zk_lock_owner_t *owner);
+ngx_http_zk_lock_t *ngx_http_zk_lock_path_find(ngx_http_zk_lock_session_t *s,
+    u_char *path, size_t len);
+void ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock);
+void ngx_http_zk_lock_path_ask(ngx_http_zk_lock_t *lock);
+void ngx_http_zk_lock_path_relist(ngx_http_zk_lock_t *lock);
+ngx_int_t ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock);
+void ngx_http_zk_lock_path_create_parents(ngx_http_zk_lock_t *lock);
+void ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock);
+void ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name);
+void ngx_http_zk_lock_path_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq);
+void ngx_http_zk_lock_path_unwatch_gone(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
+u_char *ngx_http_zk_lock_path_child(u_char *buf, ngx_http_zk_lock_t *lock,
+    u_char *name);
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_PATH_H_INCLUDED_ */
