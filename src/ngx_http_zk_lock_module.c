@@ -12,6 +12,7 @@
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_wait.h"
 #include "ngx_http_zk_lock_metrics.h"
 
 
@@ -1114,9 +1115,10 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     s->connect_handler = ngx_http_zk_lock_recipe_connected;
     s->expire_handler = ngx_http_zk_lock_recipe_expired;
     s->close_handler = ngx_http_zk_lock_recipe_free;
-    s->watch_handler = ngx_http_zk_lock_recipe_watch;
+    s->watch_handler = ngx_http_zk_lock_wait_event;
 
     ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recipe_recount);
+    ngx_http_zk_lock_recipe_handler(&ngx_http_zk_lock_wait_owner);
 
     if (ngx_http_zk_lock_session_init(cycle, s) != NGX_OK) {
         return NGX_ERROR;

@@ -13,48 +13,7 @@
 
 #define NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS   3
 
-/* lease counts told apart when choosing the nodes to watch */
-#define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
-
-/*
- * A listing longer than NGX_HTTP_ZK_LOCK_DEEP is a deep queue, where a
- * worker watches the nodes at its head, see path_window(), up to MAX_SPAN of
- * them; the queue stays deep until a quarter of that is left, lest it list
- * at each handoff of its tail.  Not a setting: the tests build the module
- * once more with -DNGX_HTTP_ZK_LOCK_DEEP=0, which makes every queue deep,
- * to run the deep-queue paths under every scenario (see README, Layout).
- */
-#ifndef NGX_HTTP_ZK_LOCK_DEEP
-#define NGX_HTTP_ZK_LOCK_DEEP           64
-#endif
-#define NGX_HTTP_ZK_LOCK_MAX_SPAN       8
-
-/* a waiter's "ahead" before its first listing */
 #define NGX_HTTP_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
-
-/* the first waiter of this worker with a lease count, in a listing */
-
-typedef struct {
-    ngx_uint_t                    leases;
-    ngx_uint_t                    index;
-    ngx_http_zk_lock_node_t      *node;
-} ngx_http_zk_lock_first_t;
-
-
-/* a listing, as evaluate() places the nodes of this worker in it */
-
-typedef struct {
-    ngx_http_zk_lock_child_t     *children;
-    ngx_uint_t                    n;
-    ngx_uint_t                    first_write;
-    ngx_uint_t                    span;       /* the most leases waited for */
-    ngx_uint_t                    nfirsts;
-    ngx_http_zk_lock_first_t      firsts[NGX_HTTP_ZK_LOCK_MAX_KINDS];
-
-    unsigned                      reads:1;    /* readers wait */
-    unsigned                      deferred:1; /* a deep queue's late nodes */
-} ngx_http_zk_lock_placing_t;
-
 
 typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
 
@@ -70,54 +29,20 @@ static void ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
 static ngx_uint_t ngx_http_zk_lock_recipe_reconnect(
     ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_state_e state);
-static void ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node,
-    int rc);
 static void ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
     const void *data);
 static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_delete_done(int rc, const void *data);
-static void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock,
-    u_char *name);
-static void ngx_http_zk_lock_recipe_evaluate(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings, ngx_uint_t id);
-static ngx_int_t ngx_http_zk_lock_recipe_parse(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_recipe_place(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_recipe_queue(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
-    ngx_uint_t i, ngx_uint_t leases);
-static void ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_recipe_deleted(ngx_http_zk_lock_t *lock,
-    uint32_t seq);
-static ngx_uint_t ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_promote(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_watch_self(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_self_done(int rc, const struct Stat *stat,
-    const void *data);
-static void ngx_http_zk_lock_recipe_self_deleted(ngx_http_zk_lock_t *lock,
-    uint32_t seq);
-static ngx_int_t ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 
 
-/* what a lock path tells the recipe */
-
-static ngx_http_zk_lock_owner_t  ngx_http_zk_lock_recipe_owner = {
-    ngx_http_zk_lock_recipe_evaluate,
-    ngx_http_zk_lock_recipe_deleted
-};
+/* who makes sense of a lock's listings and deletions, see wait.c */
+static ngx_http_zk_lock_owner_t  *ngx_http_zk_lock_recipe_owner;
 
 
 #if (NGX_DEBUG)
@@ -169,7 +94,7 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_node_t  *node;
 
     lock = ngx_http_zk_lock_path_get(s, path,
-                                     &ngx_http_zk_lock_recipe_owner);
+                                     ngx_http_zk_lock_recipe_owner);
     if (lock == NULL) {
         return NULL;
     }
@@ -286,6 +211,18 @@ ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node)
 
 
 /*
+ * Set once at worker start: the module that makes sense of a lock's
+ * listings and of its nodes gone, above the recipe (wait.c)
+ */
+
+void
+ngx_http_zk_lock_recipe_handler(ngx_http_zk_lock_owner_t *owner)
+{
+    ngx_http_zk_lock_recipe_owner = owner;
+}
+
+
+/*
  * The path was built from the request (a segment from variables): the
  * containers made for it would stay until the server reaps them, at most
  * 10000 a minute, and clients that choose new values faster would grow
@@ -381,7 +318,7 @@ ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate)
 }
 
 
-static ngx_uint_t
+ngx_uint_t
 ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node)
 {
     if (!node->trying) {
@@ -535,67 +472,6 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
 }
 
 
-void
-ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s, int type,
-    const char *path)
-{
-    u_char              *p;
-    uint32_t             seq;
-    ngx_http_zk_lock_t  *lock;
-
-    if (ngx_http_zk_lock_counter_watch(s, path) == NGX_OK) {
-        return;
-    }
-
-    if (type == ZOO_CHILD_EVENT) {
-        /* a children watch is set on the lock itself */
-        p = (u_char *) path + ngx_strlen(path);
-
-    } else {
-        /* a data watch on a child; its parent is the lock */
-        p = (u_char *) strrchr(path, '/');
-
-        if (p == NULL || p == (u_char *) path) {
-            return;
-        }
-    }
-
-    lock = ngx_http_zk_lock_path_find(s, (u_char *) path,
-                                        p - (u_char *) path);
-
-    if (lock == NULL) {
-        return;
-    }
-
-    if (type == ZOO_CHILD_EVENT) {
-        ngx_http_zk_lock_path_relist(lock);
-        return;
-    }
-
-    seq = ngx_http_zk_lock_listing_seq(p + 1, ngx_strlen(p + 1));
-
-    if (ngx_http_zk_lock_session_ours(s, p + 1)) {
-
-        if (type == ZOO_DELETED_EVENT) {
-            ngx_http_zk_lock_recipe_self_deleted(lock, seq);
-        }
-
-        return;
-    }
-
-    /* a watch fires once */
-
-    ngx_http_zk_lock_path_unwatch(lock, seq);
-
-    if (type == ZOO_DELETED_EVENT) {
-        ngx_http_zk_lock_recipe_deleted(lock, seq);
-
-    } else {
-        ngx_http_zk_lock_path_relist(lock);
-    }
-}
-
-
 /* calls "visit" for every node; a lock is listed again if one asks */
 
 static void
@@ -690,7 +566,7 @@ ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node)
 
 /* frees a node its owner released, once ZooKeeper has nothing to say */
 
-static void
+void
 ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node)
 {
     ngx_http_zk_lock_t  *lock;
@@ -728,7 +604,7 @@ ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
 
 /* the owner is told that it holds the lock */
 
-static void
+void
 ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node)
 {
     ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_HELD);
@@ -736,7 +612,7 @@ ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node)
 }
 
 
-static void
+void
 ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc)
 {
     node->was_held = (node->state == NGX_HTTP_ZK_LOCK_HELD);
@@ -1064,7 +940,7 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 
     if (rc == ZOK) {
         /* the nodes behind it are not watching it, see path_watch() */
-        ngx_http_zk_lock_recipe_deleted(lock, node->seq);
+        lock->owner->gone(lock, node->seq);
 
     } else if (rc == ZNONODE) {
         /* someone else deleted it: when, the listing tells */
@@ -1096,314 +972,13 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 
 
 /*
- * The heart of the recipe.  Every participant of this worker finds its
- * index among the children sorted by sequence number: below its lease count
- * it holds the lock.  For the waiters, the worker watches the "leases" nodes
- * just ahead of its first waiter: only the deletion of one of those can make
- * any of its waiters a holder (deletions further ahead leave that window as
- * it is, deletions behind do not matter), so no lease stays idle, and no
- * waiter watches the whole list.  With one lease this is Curator's "watch
- * the predecessor", which a write lock is.  A read lock is held while no
- * write lock's node comes first; readers watch that first writer.  Each
- * waiter keeps its index, so that a deletion can be counted without a
- * listing (see deleted()), and only a listing sent after its create counts
- * for it.
- */
-
-static void
-ngx_http_zk_lock_recipe_evaluate(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings, ngx_uint_t id)
-{
-    ngx_queue_t                *q, *nq;
-    ngx_http_zk_lock_node_t    *node;
-    ngx_http_zk_lock_placing_t  pl;
-
-    if (ngx_http_zk_lock_recipe_parse(lock, strings, &pl) != NGX_OK) {
-        return;
-    }
-
-    for (q = ngx_queue_head(&lock->nodes);
-         q != ngx_queue_sentinel(&lock->nodes);
-         q = nq)
-    {
-        nq = ngx_queue_next(q);
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
-
-        if (node->state == NGX_HTTP_ZK_LOCK_LOST
-            && ngx_http_zk_lock_recipe_adopt(node, pl.children, pl.n) != NGX_OK)
-        {
-            continue;
-        }
-
-        if (node->list_id > id) {
-            /* created after this listing was asked for */
-
-            if (node->deferred
-                && (node->state == NGX_HTTP_ZK_LOCK_CREATING
-                    || node->state == NGX_HTTP_ZK_LOCK_WAITING))
-            {
-                pl.deferred = 1;
-                pl.span = ngx_max(pl.span,
-                                  ngx_http_zk_lock_recipe_needed(node));
-            }
-
-            continue;
-        }
-
-        if (node->state == NGX_HTTP_ZK_LOCK_WAITING
-            || node->state == NGX_HTTP_ZK_LOCK_HELD)
-        {
-            ngx_http_zk_lock_recipe_place(lock, node, &pl);
-        }
-    }
-
-    ngx_http_zk_lock_recipe_set_watches(lock, &pl);
-
-    if (pl.children) {
-        ngx_free(pl.children);
-    }
-}
-
-
-/* the children of a listing, sorted and kept */
-
-static ngx_int_t
-ngx_http_zk_lock_recipe_parse(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl)
-{
-    u_char  *name;
-
-    ngx_memzero(pl, sizeof(ngx_http_zk_lock_placing_t));
-
-    pl->n = strings->count;
-
-    if (pl->n) {
-        pl->children = ngx_alloc(pl->n * sizeof(ngx_http_zk_lock_child_t),
-                                 &lock->session->log);
-        if (pl->children == NULL) {
-            return NGX_ERROR;
-        }
-    }
-
-    pl->first_write = ngx_http_zk_lock_listing_sort(pl->children,
-                                                    strings->data, pl->n);
-
-    name = ngx_http_zk_lock_listing_wrapped(pl->children, pl->n);
-
-    if (name) {
-        ngx_http_zk_lock_recipe_wrapped(lock, name);
-        goto failed;
-    }
-
-    if (ngx_http_zk_lock_listing_keep(&lock->listing, pl->children, pl->n,
-                                      &lock->session->log)
-        != NGX_OK)
-    {
-        /* the counts stay those of the last listing, as the one kept */
-        goto failed;
-    }
-
-    return NGX_OK;
-
-failed:
-
-    if (pl->children) {
-        ngx_free(pl->children);
-    }
-
-    return NGX_ERROR;
-}
-
-
-/* one node of this worker in the listing: it holds, fails or waits */
-
-static void
-ngx_http_zk_lock_recipe_place(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl)
-{
-    ngx_int_t                  i;
-    ngx_uint_t                 leases;
-    ngx_http_zk_lock_child_t  *children;
-
-    children = pl->children;
-    i = ngx_http_zk_lock_listing_index(children, pl->n, node->seq,
-                                       node->name);
-    leases = ngx_http_zk_lock_recipe_leases(node);
-
-    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
-                   "zk lock: \"%s/%s\" index:%i leases:%ui",
-                   lock->path, node->name, i, leases);
-
-    if (i == NGX_ERROR) {
-
-        if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            ngx_log_error(NGX_LOG_WARN, node->log, 0,
-                          "zookeeper node \"%s/%s\" vanished: "
-                          "lock lost", lock->path, node->name);
-        }
-
-        ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
-        return;
-    }
-
-    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-        return;
-    }
-
-    switch (node->kind) {
-
-    case NGX_HTTP_ZK_LOCK_COUNT:
-
-        /* the listing has set the children watch */
-
-        if (pl->n <= leases) {
-            ngx_http_zk_lock_recipe_node_held(node);
-
-        } else {
-            (void) ngx_http_zk_lock_recipe_busy(node);
-        }
-
-        return;
-
-    case NGX_HTTP_ZK_LOCK_READ:
-
-        /*
-         * Readers wait for the first writer: when it goes, whether it
-         * held the lock or gave up, each reader looks again
-         */
-
-        if ((ngx_uint_t) i < pl->first_write) {
-            ngx_http_zk_lock_recipe_node_held(node);
-
-        } else if (!ngx_http_zk_lock_recipe_busy(node)) {
-            node->ahead = children[i].writes;
-            pl->reads = 1;
-            ngx_http_zk_lock_recipe_watch_self(node);
-        }
-
-        return;
-
-    default:
-
-        if ((ngx_uint_t) i < leases) {
-            ngx_http_zk_lock_recipe_node_held(node);
-
-        } else if (!ngx_http_zk_lock_recipe_busy(node)) {
-            ngx_http_zk_lock_recipe_queue(lock, node, pl, i, leases);
-        }
-
-        return;
-    }
-}
-
-
-/* a waiter behind the first "leases" nodes: what to watch for it */
-
-static void
-ngx_http_zk_lock_recipe_queue(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
-    ngx_uint_t i, ngx_uint_t leases)
-{
-    ngx_uint_t                 j, k;
-    ngx_http_zk_lock_first_t  *f;
-
-    node->ahead = i;
-    node->covered = 0;
-    pl->span = ngx_max(pl->span, leases);
-    ngx_http_zk_lock_recipe_watch_self(node);
-
-    if (pl->children[i - 1].len < sizeof(node->pred)) {
-        (void) ngx_cpystrn(node->pred, pl->children[i - 1].name,
-                           sizeof(node->pred));
-    } else {
-        node->pred[0] = '\0';
-    }
-
-    /* the first waiter of each lease count */
-
-    for (j = 0; j < pl->nfirsts; j++) {
-        f = &pl->firsts[j];
-
-        if (f->leases == leases) {
-            if (i < f->index) {
-                f->index = i;
-                f->node = node;
-            }
-
-            return;
-        }
-    }
-
-    if (pl->nfirsts < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
-        f = &pl->firsts[pl->nfirsts++];
-        f->leases = leases;
-        f->index = i;
-        f->node = node;
-        return;
-    }
-
-    /* not worth a bigger table: this one watches for itself */
-
-    for (k = i - leases; k < i; k++) {
-        ngx_http_zk_lock_path_watch(lock, pl->children[k].name);
-    }
-}
-
-
-/*
- * For each lease count, the nodes ahead of its first waiter: when they
- * are all the nodes ahead of it, the deletion of any makes it a holder,
- * see deleted().  In a deep queue, the head of the queue instead.
- */
-
-static void
-ngx_http_zk_lock_recipe_set_watches(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_placing_t *pl)
-{
-    ngx_uint_t                 j, k;
-    ngx_http_zk_lock_first_t  *f;
-
-    ngx_http_zk_lock_path_unwatch_gone(lock, pl->children, pl->n);
-
-    lock->span = pl->span;
-    lock->reads = pl->reads;
-    lock->deep = (pl->n > (lock->deep ? NGX_HTTP_ZK_LOCK_DEEP / 4
-                                      : NGX_HTTP_ZK_LOCK_DEEP)
-                  && !lock->count && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
-
-    if (lock->deep) {
-        ngx_http_zk_lock_path_window(lock);
-        return;
-    }
-
-    if (pl->deferred) {
-        /* no longer a deep queue: they need a listing of their own */
-        lock->wanted = 1;
-    }
-
-    for (j = 0; j < pl->nfirsts; j++) {
-        f = &pl->firsts[j];
-        f->node->covered = (f->index == f->leases);
-
-        for (k = f->index - f->leases; k < f->index; k++) {
-            ngx_http_zk_lock_path_watch(lock, pl->children[k].name);
-        }
-    }
-
-    if (pl->reads) {
-        ngx_http_zk_lock_path_watch(lock, pl->children[pl->first_write].name);
-    }
-}
-
-
-/*
  * The sequence numbers under the path have wrapped: the order of the queue
  * is lost (Curator sorts the new names first, too).  The holders keep the
  * lock; the waiters fail and give their nodes back, until an operator
  * deletes the path, which starts the numbers from 0 again.
  */
 
-static void
+void
 ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
 {
     ngx_queue_t              *q, *nq;
@@ -1434,110 +1009,9 @@ ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
 
 
 
-/*
- * A node is gone: a watch fired, this worker deleted its own, or a watch
- * found it gone.  Nodes can only leave the queue ahead of a waiter (new
- * ones queue behind it), so a waiter's count of nodes ahead, taken from its
- * last listing and lowered by each deletion heard of since, never falls
- * below the truth.  A deletion counts only for a node of that listing that
- * was not counted yet: ZooKeeper sends the event or the delete's reply
- * before the reply to any listing that no longer shows the node, and a
- * node created after the listing comes after every node that it counted.
- *
- * When the count falls below the lease count, the waiter holds the lock
- * without a listing: the common handoff, where the node watched was the
- * holder.  A "covered" waiter, all of whose nodes ahead are watched, waits
- * for the next deletion.  Otherwise a mutex's first waiter watches the node
- * that was just ahead of it, and the rest is left to a listing.
- */
-
-static void
-ngx_http_zk_lock_recipe_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
-{
-    u_char                    *name;
-    ngx_uint_t                 write, relist;
-    ngx_queue_t               *q;
-    ngx_http_zk_lock_node_t   *node, *first;
-    ngx_http_zk_lock_entry_t  *e;
-
-    e = ngx_http_zk_lock_listing_remove(&lock->listing, seq);
-
-    if (e == NULL) {
-        /*
-         * Counted already, or created after the last listing, and so
-         * behind every waiter that the listing counted for
-         */
-        return;
-    }
-
-    name = ngx_http_zk_lock_listing_name(&lock->listing, e);
-    write = e->write;
-    relist = 0;
-    first = NULL;
-
-    for (q = ngx_queue_head(&lock->nodes);
-         q != ngx_queue_sentinel(&lock->nodes);
-         q = ngx_queue_next(q))
-    {
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
-
-        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
-            || node->kind == NGX_HTTP_ZK_LOCK_COUNT
-            || node->ahead == NGX_HTTP_ZK_LOCK_UNKNOWN
-            || node->seq <= seq
-            || (node->kind == NGX_HTTP_ZK_LOCK_READ && !write))
-        {
-            continue;
-        }
-
-        node->ahead--;
-
-        if (node->ahead < ngx_http_zk_lock_recipe_needed(node)) {
-            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
-                           "zk lock: \"%s/%s\" holds: the last one ahead "
-                           "is gone", lock->path, node->name);
-
-            ngx_http_zk_lock_recipe_promote(node);
-            continue;
-        }
-
-        ngx_http_zk_lock_recipe_watch_self(node);
-
-        if (node->covered || lock->deep) {
-            /* the others ahead of it are watched too, or will be */
-            continue;
-        }
-
-        if (node->kind == NGX_HTTP_ZK_LOCK_READ
-            || ngx_http_zk_lock_recipe_leases(node) > 1
-            || node->pred[0] == '\0'
-            || ngx_strcmp(node->pred, name) == 0)
-        {
-            relist = 1;
-            continue;
-        }
-
-        if (first == NULL || node->seq < first->seq) {
-            first = node;
-        }
-    }
-
-    if (lock->deep) {
-        ngx_http_zk_lock_path_window(lock);
-
-    } else if (relist) {
-        ngx_http_zk_lock_path_relist(lock);
-
-    } else if (first) {
-        /* the others behind it are covered by its watch, as before */
-        ngx_http_zk_lock_path_watch(lock, first->pred);
-    }
-}
-
-
 /* the count of nodes ahead below which a waiter holds */
 
-static ngx_uint_t
+ngx_uint_t
 ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node)
 {
     return (node->kind == NGX_HTTP_ZK_LOCK_READ)
@@ -1545,141 +1019,9 @@ ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node)
 }
 
 
-/*
- * Without a listing, a waiter does not see its own node go, if someone
- * else deletes it: so a waiter one deletion away from holding watches its
- * own node (ZooKeeper tells of that deletion before any later one), and it
- * holds only once that watch is known to be set
- */
-
-static void
-ngx_http_zk_lock_recipe_promote(ngx_http_zk_lock_node_t *node)
-{
-    if (node->self == NGX_HTTP_ZK_LOCK_SELF_SET) {
-        ngx_http_zk_lock_recipe_node_held(node);
-        return;
-    }
-
-    node->promote = 1;
-    ngx_http_zk_lock_recipe_watch_self(node);
-}
-
-
-static void
-ngx_http_zk_lock_recipe_watch_self(ngx_http_zk_lock_node_t *node)
-{
-    int                          rc;
-    ngx_http_zk_lock_t          *lock;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
-
-    if (node->self != NGX_HTTP_ZK_LOCK_SELF_NONE
-        || (node->ahead > ngx_http_zk_lock_recipe_needed(node)
-            && !node->promote))
-    {
-        return;
-    }
-
-    lock = node->lock;
-    s = lock->session;
-
-    (void) ngx_http_zk_lock_path_child(buf, lock, node->name);
-
-    ngx_http_zk_lock_session_batch(s);
-
-    rc = zoo_awexists(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher,
-                      s, ngx_http_zk_lock_recipe_self_done, node);
-
-    if (rc != ZOK) {
-        ngx_log_error(NGX_LOG_ERR, node->log, 0,
-                      "zoo_awexists(\"%s\") failed (%d: %s)",
-                      buf, rc, zerror(rc));
-        return;
-    }
-
-    node->self = NGX_HTTP_ZK_LOCK_SELF_SENT;
-    node->pending++;
-}
-
-
-static void
-ngx_http_zk_lock_recipe_self_done(int rc, const struct Stat *stat,
-    const void *data)
-{
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
-
-    node->pending--;
-
-    if (node->lock->session->exiting) {
-        return;
-    }
-
-    if (rc == ZOK) {
-        node->self = NGX_HTTP_ZK_LOCK_SELF_SET;
-
-    } else {
-        /* ZNONODE: see self_deleted(); else listed again on reconnect */
-        node->self = NGX_HTTP_ZK_LOCK_SELF_NONE;
-    }
-
-    if (node->state != NGX_HTTP_ZK_LOCK_WAITING) {
-        node->promote = 0;
-        ngx_http_zk_lock_recipe_node_gc(node);
-        return;
-    }
-
-    if (rc == ZNONODE) {
-        ngx_http_zk_lock_recipe_self_deleted(node->lock, node->seq);
-        return;
-    }
-
-    if (node->promote && rc == ZOK) {
-        node->promote = 0;
-        ngx_http_zk_lock_recipe_node_held(node);
-    }
-}
-
-
-/* someone else deleted a node of this worker */
-
-static void
-ngx_http_zk_lock_recipe_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
-{
-    ngx_queue_t              *q;
-    ngx_http_zk_lock_node_t  *node;
-
-    for (q = ngx_queue_head(&lock->nodes);
-         q != ngx_queue_sentinel(&lock->nodes);
-         q = ngx_queue_next(q))
-    {
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
-
-        if (node->seq != seq
-            || (node->state != NGX_HTTP_ZK_LOCK_WAITING
-                && node->state != NGX_HTTP_ZK_LOCK_HELD))
-        {
-            /* our own delete: its reply counts it */
-            continue;
-        }
-
-        ngx_log_error(NGX_LOG_WARN, node->log, 0,
-                      "zookeeper node \"%s/%s\" vanished%s", lock->path,
-                      node->name, node->state == NGX_HTTP_ZK_LOCK_HELD
-                                  ? ": lock lost" : "");
-
-        node->promote = 0;
-        ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
-
-        /* who was behind it learns from a listing when it went */
-        ngx_http_zk_lock_path_relist(lock);
-        return;
-    }
-}
-
-
 /* a node whose create reply was lost is found by its uuid, or made again */
 
-static ngx_int_t
+ngx_int_t
 ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n)
 {
@@ -1738,7 +1080,7 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
 
 
 
-static ngx_uint_t
+ngx_uint_t
 ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node)
 {
     if (node->counter && node->counter->value) {

@@ -60,8 +60,8 @@ typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
  *
  * "first": the listing places it among the first "leases" children (a
  * reader: with no writer ahead), or a deletion counted without a listing
- * leaves fewer ahead once its watch on itself is set (see deleted(),
- * hold()).  All moves go through node_state().
+ * leaves fewer ahead once its watch on itself is set (see wait_gone(),
+ * wait_promote()).  All moves go through recipe_node_state().
  */
 
 typedef enum {
@@ -76,7 +76,7 @@ typedef enum {
 } ngx_http_zk_lock_state_e;
 
 
-/* a waiter's watch on its own node, see hold() */
+/* a waiter's watch on its own node, see wait_promote() */
 
 typedef enum {
     NGX_HTTP_ZK_LOCK_SELF_NONE = 0,
@@ -129,6 +129,10 @@ struct ngx_http_zk_lock_node_s {
 };
 
 
+/* a waiter's "ahead" before its first listing */
+#define NGX_HTTP_ZK_LOCK_UNKNOWN  NGX_MAX_INT_T_VALUE
+
+
 /* the error of a trying node that found the lock taken: not ZooKeeper's */
 #define NGX_HTTP_ZK_LOCK_BUSY     1
 
@@ -153,10 +157,22 @@ ngx_uint_t ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s,
 void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_recipe_watch(ngx_http_zk_lock_session_t *s,
-    int type, const char *path);
 void ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_counter_t *c);
+
+void ngx_http_zk_lock_recipe_handler(ngx_http_zk_lock_owner_t *owner);
+
+/* the moves of a node that ngx_http_zk_lock_wait.c decides */
+
+ngx_int_t ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
+ngx_uint_t ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node);
+ngx_uint_t ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node);
+ngx_uint_t ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node);
+void ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc);
+void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
+void ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node);
+void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */
