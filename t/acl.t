@@ -46,7 +46,7 @@ ok(sessions_connected($ng), 'the workers have sessions');
 # zkctl with credentials (or none): (exit code, JSON text or error)
 sub zkctl {
     my ($auth, @args) = @_;
-    my $r = ZkLock::Test::_run([ $ZkLock::Test::PYTHON,
+    my $r = ZkLock::Test::run_cmd([ $ZkLock::Test::PYTHON,
         "$ZkLock::Test::LIB_DIR/zkctl.py", '--hosts', $zk->hosts,
         ($auth ? ('--auth', $auth) : ()), @args ], timeout => 30);
     return ($r->{rc}, $r->{out} . $r->{err});

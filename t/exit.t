@@ -61,7 +61,7 @@ my $holder = zk_hold($zk, '/t/exit');
 my ($old) = $a->worker_pids;
 
 my $n = 30;
-my $client = ZkLock::Test::_spawn(name => 'nghttp', cmd => ['nghttp', '-n',
+my $client = ZkLock::Test::spawn(name => 'nghttp', cmd => ['nghttp', '-n',
     '-t', '30', '-m', $n, 'http://127.0.0.1:' . $a->port . '/x?key=exit']);
 
 ok(wait_for(sub { zk_children($zk, '/t/exit') == $n + 1 }, 15),

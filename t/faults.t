@@ -92,7 +92,7 @@ sub bad_lines {
         split /\n/, $ng->error_log;
 }
 
-sub zk_log { ZkLock::Test::_slurp($_[0]->prefix . '/logs/zk.log') }
+sub zk_log { ZkLock::Test::slurp($_[0]->prefix . '/logs/zk.log') }
 
 my $ng = nginx_start(conf('%%ZK%%', '10s'), zk => $zk, backend => $be);
 ok(sessions_connected($ng), 'every worker has a session');

@@ -84,7 +84,7 @@ subtest 'raised under load, the waiters use the new leases' => sub {
         zk_set($zk, '/config/limit', '3');
         POSIX::_exit(0);
     }
-    ZkLock::Test::_register($pid, 'setter');
+    ZkLock::Test::register_pid($pid, 'setter');
 
     my $t0 = time;
     my $res = http_parallel([ map {

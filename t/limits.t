@@ -144,7 +144,7 @@ EOF
         connections => 16);
     ok(sessions_connected($h2), 'connected');
     my $h = zk_hold($zk, '/q/h2', seconds => 60);
-    my $client = ZkLock::Test::_spawn(name => 'nghttp', cmd => ['nghttp',
+    my $client = ZkLock::Test::spawn(name => 'nghttp', cmd => ['nghttp',
         '-n', '-t', '20', '-m', 100,
         'http://127.0.0.1:' . $h2->port . '/?key=h2']);
     my $most = 0;

@@ -80,7 +80,7 @@ subtest 'a sequence number past 2^31 refuses the path' => sub {
     is($r->{status}, 503, 'zk_lock_status');
     cmp_ok($took, '<', 3, sprintf('at once (%.2f s)', $took));
     is($be->stats('w')->{count} // 0, 0, 'the backend saw nothing');
-    like(ZkLock::Test::_slurp($ng->prefix . '/logs/st.log'),
+    like(ZkLock::Test::slurp($ng->prefix . '/logs/st.log'),
         qr{^/wrapped\?key=w ERROR$}m, '$zk_lock_status is ERROR');
     my $says = qq{zookeeper sequence numbers under "/w" have run past 2^31 }
         . qq{("$wrapped"): no lock can be had there until the path is }

@@ -126,7 +126,6 @@ sub check_fleet_logs {
     check_log($what, 'B', sub { $B->error_log });
 }
 
-sub slurp { ZkLock::Test::_slurp($_[0]) }
 
 # /proc scan: [pid, ppid, pgid] of every live (non-zombie) process
 sub procs {

@@ -115,7 +115,7 @@ subtest 'node names and data' => sub {
         http_get($fleet[0]->port, '/w?key=names&sleep=1500');
         POSIX::_exit(0);
     }
-    ZkLock::Test::_register($res_pid, 'client');
+    ZkLock::Test::register_pid($res_pid, 'client');
 
     my @c;
     ok(wait_for(sub { @c = zk_children($zk, '/rw/doc'); @c == 1 }, 5),

@@ -83,7 +83,7 @@ subtest 'protocol=v2 caps the fleet' => sub {
         close $fh;
         POSIX::_exit(0);
     }
-    ZkLock::Test::_register($bg, 'peek');
+    ZkLock::Test::register_pid($bg, 'peek');
 
     my @req = map { [$fleet[$_ % 2]->port, "/v2?key=v2&sleep=400&id=$_"] }
         1 .. 15;

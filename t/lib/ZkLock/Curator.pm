@@ -52,7 +52,7 @@ sub curator {
     my $hosts = ref $zk ? $zk->hosts : $zk;
     my $pid = open(my $fh, '-|', 'java', '-cp', $CP, 'CuratorLock', $hosts,
         @args) // die "java: $!";
-    ZkLock::Test::_register($pid, 'curator');
+    ZkLock::Test::register_pid($pid, 'curator');
     return { pid => $pid, fh => $fh, sel => IO::Select->new($fh) };
 }
 

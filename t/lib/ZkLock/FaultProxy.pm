@@ -124,7 +124,7 @@ sub start {
     my $self = bless { pid => $pid, port => $listen->sockport,
         ctl => $ctl_parent }, $class;
     close $listen;
-    ZkLock::Test::_register($pid, 'fault_proxy');
+    ZkLock::Test::register_pid($pid, 'fault_proxy');
     return $self;
 }
 

@@ -164,7 +164,22 @@ wait_for(sub {...}, $timeout = 10, $interval = 0.05) -> the sub's first
 true value, or false on timeout. free_port() -> port. proc_wait($pid,
 $timeout = 10) -> exit status (undef on timeout). pid_alive($pid) -> bool
 (zombies count as dead). started_pids() -> every pid this process started.
-tempdir($tag) -> new temp dir.
+tempdir($tag) -> new temp dir. slurp($file) -> its text ('' if missing).
+
+=item Processes of a test's own
+
+Every process is killed, by its process group, when the test exits.
+run_cmd(\@cmd, timeout => 60) -> {rc, out, err, timed_out}: runs to
+completion. spawn(name => $name, cmd => \@cmd, log => $file, stdin =>
+$handle) -> $pid: runs in the background. register_pid($pid, $name): a
+process the test forked itself, to be reaped and killed the same way.
+
+=item Files
+
+t/lib/ZkLock/Test.pm holds the functions above and the process registry;
+ZkLock/Test/Zk.pm the ZooKeeper servers, their inspection and foreign
+holders; ZkLock/Test/Nginx.pm the nginx instances and the HTTP/2 client;
+ZkLock/Test/Backend.pm the backend. "use ZkLock::Test" loads them all.
 
 =back
 
@@ -203,6 +218,7 @@ our @EXPORT = qw(
     http2_listen h2_client
     wait_for free_port proc_wait pid_alive started_pids tempdir
     sessions_connected no_ephemerals cpu_seconds
+    run_cmd spawn register_pid slurp
 );
 
 # ---------------------------------------------------------------- settings
@@ -234,7 +250,7 @@ test2_add_callback_testing_done(sub {
     }
 }) if $0 =~ /\.t\z/;
 
-my  $JSON    = JSON::PP->new->utf8->canonical;
+our $JSON    = JSON::PP->new->utf8->canonical;
 
 # ---------------------------------------------------------- process registry
 
@@ -242,7 +258,7 @@ my $OWNER = $$;     # forked helpers must not run the cleanup
 my %PROCS;          # pid => { name => ..., status => exit status once reaped }
 my @STARTED;        # every pid ever started, for the "all gone" checks
 
-sub _register {
+sub register_pid {
     my ($pid, $name) = @_;
     $PROCS{$pid} = { name => $name };
     push @STARTED, $pid;
@@ -252,7 +268,7 @@ sub _register {
 # Run $cmd (arrayref) as a child in its own process group, stdout+stderr
 # appended to $opt{log} (default /dev/null), stdin from $opt{stdin} (a
 # handle) or /dev/null. Returns the pid.
-sub _spawn {
+sub spawn {
     my (%opt) = @_;
     my @cmd = @{ $opt{cmd} };
     my $pid = fork;
@@ -271,7 +287,7 @@ sub _spawn {
         _exit(127);
     }
     setpgid($pid, $pid);    # also from the parent: no race with kill -pgid
-    return _register($pid, $opt{name} // $cmd[0]);
+    return register_pid($pid, $opt{name} // $cmd[0]);
 }
 
 # Non-blocking reap. True while $pid (our child) is running.
@@ -379,7 +395,7 @@ for my $sig (qw(INT TERM)) {
 }
 
 # Run a command to completion: { rc, out, err }. Killed after $timeout s.
-sub _run {
+sub run_cmd {
     my ($cmd, %opt) = @_;
     my $out = File::Temp->new;
     my $err = File::Temp->new;
@@ -394,21 +410,21 @@ sub _run {
         exec { $cmd->[0] } @$cmd or print STDERR "exec $cmd->[0]: $!\n";
         _exit(127);
     }
-    _register($pid, $cmd->[0]);
+    register_pid($pid, $cmd->[0]);
     my $status = proc_wait($pid, $opt{timeout} // 60);
     my $timed_out = !defined $status;
     $status = _terminate($pid, 'KILL', 1) if $timed_out;
     return {
         rc        => $timed_out ? -1 : ($status >> 8),
         timed_out => $timed_out,
-        out       => _slurp("$out"),
-        err       => _slurp("$err") . ($timed_out ? "(timed out)\n" : ''),
+        out       => slurp("$out"),
+        err       => slurp("$err") . ($timed_out ? "(timed out)\n" : ''),
     };
 }
 
 # ----------------------------------------------------------- small helpers
 
-sub _slurp {
+sub slurp {
     my ($file) = @_;
     open my $fh, '<', $file or return '';
     local $/;
@@ -499,7 +515,7 @@ sub _missing {
             $r = "$PYTHON not found" unless -x $PYTHON;
         } elsif ($what eq 'kazoo') {
             $r = _missing('python')
-                || (_run([$PYTHON, '-c', 'import kazoo.client'],
+                || (run_cmd([$PYTHON, '-c', 'import kazoo.client'],
                         timeout => 30)->{rc} == 0
                     ? '' : "python module kazoo missing for $PYTHON");
         } elsif ($what eq 'module') {
@@ -543,7 +559,7 @@ sub module_path {
     # prove -j runs test files in parallel; serialise the shared make.
     open my $lock, '<', $script or Test::More::BAIL_OUT("$script: $!");
     flock $lock, LOCK_EX;
-    my $r = _run(['/bin/sh', $script], timeout => 900);
+    my $r = run_cmd(['/bin/sh', $script], timeout => 900);
     close $lock;
     my ($so) = grep { /\.so$/ } split /\n/, $r->{out};
     if ($r->{rc} != 0 || !$so || !-f $so) {
@@ -553,144 +569,6 @@ sub module_path {
         Test::More::BAIL_OUT($msg);
     }
     return $MODULE = $so;
-}
-
-# -------------------------------------------------------------- ZooKeeper
-
-sub zk_4lw {
-    my ($port, $cmd, $timeout) = @_;
-    $timeout //= 2;
-    local $SIG{PIPE} = 'IGNORE';
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-        Proto => 'tcp', Timeout => $timeout) or return undef;
-    print {$s} $cmd;
-    my $sel = IO::Select->new($s);
-    my ($buf, $deadline) = ('', time + $timeout);
-    while ((my $left = $deadline - time) > 0) {
-        last unless $sel->can_read($left);
-        my $n = sysread($s, $buf, 65536, length $buf);
-        last unless $n;    # EOF: the server closes after answering
-    }
-    close $s;
-    return length $buf ? $buf : undef;
-}
-
-sub zk_start {
-    my (%opt) = @_;
-    require_prereqs(qw(zookeeper kazoo));
-    my $node = ZkLock::Test::ZkNode->new(%opt);
-    # A port picked by free_port can be grabbed before the JVM binds it.
-    for my $try (1 .. 5) {
-        $node->{port} = free_port();
-        $node->_write_cfg;
-        return $node if $node->start(timeout => $opt{timeout} // 60,
-            retry_bind => $try < 5);
-    }
-}
-
-sub zk_ensemble_start {
-    my ($n, %opt) = @_;
-    require_prereqs(qw(zookeeper kazoo));
-    return ZkLock::Test::Ensemble->new($n, %opt);
-}
-
-# zkctl.py call -> decoded JSON (dies with zkctl's error otherwise).
-sub _zkctl {
-    my ($hosts, @args) = @_;
-    my $r = _run([$PYTHON, "$LIB_DIR/zkctl.py", '--hosts', _hosts_of($hosts),
-        @args], timeout => 60);
-    my $doc = eval { $JSON->decode($r->{out}) };
-    croak "zkctl @args failed (rc $r->{rc}): $r->{err}$r->{out}"
-        if !defined $doc || ($r->{rc} != 0 && $r->{rc} != 3);
-    return $doc;
-}
-
-sub zk_children   { return @{ _zkctl($_[0], 'children',   $_[1]) } }
-sub zk_tree       { return @{ _zkctl($_[0], 'tree',       $_[1]) } }
-sub zk_ephemerals { return @{ _zkctl($_[0], 'ephemerals', $_[1]) } }
-
-sub zk_get {
-    my ($hosts, $path) = @_;
-    my $d = _zkctl($hosts, 'get', $path);
-    return $d->{exists} ? $d : undef;
-}
-
-sub zk_create {
-    my ($hosts, $path, %opt) = @_;
-    my @a = ('create', $path);
-    push @a, '--ephemeral' if $opt{ephemeral};
-    push @a, '--sequence'  if $opt{sequence};
-    push @a, '--makepath'  if $opt{makepath};
-    push @a, '--data', $opt{data} if defined $opt{data};
-    return _zkctl($hosts, @a)->{node};
-}
-
-# set a node's data (creating it); int => 1 stores a 4-byte big-endian int
-sub zk_set {
-    my ($hosts, $path, $data, %opt) = @_;
-    return _zkctl($hosts, 'set', $path, '--data', $data,
-        $opt{int} ? '--int' : ())->{node};
-}
-
-sub zk_delete {
-    my ($hosts, $path, %opt) = @_;
-    return _zkctl($hosts, 'delete', $path,
-        $opt{recursive} ? '--recursive' : ())->{deleted} ? 1 : 0;
-}
-
-sub zk_wait_gone {
-    my ($hosts, $path, $timeout) = @_;
-    return _zkctl($hosts, 'wait-gone', $path, '--timeout', $timeout // 10)
-        ->{gone} ? 1 : 0;
-}
-
-sub curator_name {
-    my ($kind) = @_;
-    my @h = map { sprintf '%04x', int(rand(65536)) } 1 .. 8;
-    return '_c_' . "$h[0]$h[1]-$h[2]-4" . substr($h[3], 1) . '-a'
-        . substr($h[4], 1) . "-$h[5]$h[6]$h[7]-" . ($kind // 'lock-');
-}
-
-sub http2_listen {
-    my ($minor) = `$NGINX -v 2>&1` =~ m{nginx/1\.(\d+)\.};
-    return ($minor // 0) >= 25 ? ('', 'http2 on;') : (' http2', '');
-}
-
-sub h2_client {
-    my ($port) = @_;
-    require_prereqs('python');
-    return ZkLock::Test::H2->new($port);
-}
-
-sub zk_hold {
-    my ($hosts, $path, %opt) = @_;
-    return ZkLock::Test::Holder->new(_hosts_of($hosts), $path, %opt);
-}
-
-# ----------------------------------------------------------------- backend
-
-sub backend_start {
-    my (%opt) = @_;
-    require_prereqs('python');
-    return ZkLock::Test::Backend->new(%opt);
-}
-
-# ------------------------------------------------------------------ nginx
-
-sub nginx_start {
-    my ($body, %opt) = @_;
-    require_prereqs('nginx');
-    return ZkLock::Test::Nginx->new($body, %opt);
-}
-
-sub nginx_test_conf {
-    my ($body, %opt) = @_;
-    require_prereqs('nginx');
-    my $ng = ZkLock::Test::Nginx->_prepare($body, %opt, dummy => 1);
-    my $r = _run([$NGINX, '-t', '-p', "$ng->{prefix}/", '-e',
-        "$ng->{prefix}/logs/error.log", '-c', "$ng->{prefix}/nginx.conf"],
-        timeout => 60);
-    return ($r->{rc}, $r->{out} . $r->{err});
 }
 
 # ------------------------------------------------------------ HTTP client
@@ -940,575 +818,13 @@ sub http_abort_after {
         close $s;    # abort: the response is never read
         _exit(0);
     }
-    return _register($pid, 'http_abort_after');
+    return register_pid($pid, 'http_abort_after');
 }
 
-# =================================================================== classes
+# The classes of the objects that the functions above return
 
-package ZkLock::Test::ZkNode;
-
-use strict;
-use warnings;
-use Carp qw(croak);
-# croak reports the test file's line, not the harness's.
-our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
-    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
-use Time::HiRes qw(time sleep);
-
-# One ZooKeeper server process. Standalone (ZooKeeperServerMain) unless
-# {servers} lists the quorum (then QuorumPeerMain with a myid file).
-sub new {
-    my ($class, %opt) = @_;
-    my $self = bless {
-        id        => $opt{id} // 0,
-        dir       => $opt{dir} // ZkLock::Test::tempdir('zk'),
-        tick_time => $opt{tick_time} // 500,
-        max_session_timeout => $opt{max_session_timeout} // 60000,
-        cfg_extra => $opt{cfg} // {},
-        jvm       => $opt{jvm} // [],    # extra -D flags
-        servers   => $opt{servers},    # [ [id, quorum port, election port] ]
-        port      => $opt{port},
-    }, $class;
-    mkdir "$self->{dir}/data";
-    return $self;
-}
-
-sub port  { $_[0]{port} }
-sub hosts { "127.0.0.1:$_[0]{port}" }
-sub pid   { $_[0]{pid} }
-sub dir   { $_[0]{dir} }
-sub id    { $_[0]{id} }
-sub log   { ZkLock::Test::_slurp("$_[0]{dir}/zookeeper.log") }
-sub _name { $_[0]{id} ? "ZooKeeper node $_[0]{id}" : 'ZooKeeper' }
-
-sub _write_cfg {
-    my ($self) = @_;
-    my %cfg = (
-        tickTime           => $self->{tick_time},
-        maxSessionTimeout  => $self->{max_session_timeout},
-        dataDir            => "$self->{dir}/data",
-        clientPort         => $self->{port},
-        clientPortAddress  => '127.0.0.1',
-        'admin.enableServer'     => 'false',
-        '4lw.commands.whitelist' => '*',
-        # Test speed: no fsync per write, no 64 MB preallocated txn logs.
-        forceSync          => 'no',
-        preAllocSize       => 1024,
-        %{ $self->{cfg_extra} },
-    );
-    if ($self->{servers}) {
-        %cfg = (%cfg, initLimit => 10, syncLimit => 5,
-            reconfigEnabled => 'false');
-        $cfg{"server.$_->[0]"} = "127.0.0.1:$_->[1]:$_->[2]"
-            for @{ $self->{servers} };
-        ZkLock::Test::_spew("$self->{dir}/data/myid", "$self->{id}\n");
-    }
-    ZkLock::Test::_spew("$self->{dir}/zoo.cfg",
-        join('', map { "$_=$cfg{$_}\n" } sort keys %cfg));
-}
-
-sub _cmd {
-    my ($self) = @_;
-    my $cp = $ZkLock::Test::ZK_JAR;
-    # Without an slf4j binding ZooKeeper logs nothing; slf4j-simple writes
-    # to stderr, which goes to zookeeper.log for failure diagnostics.
-    $cp .= ":$ZkLock::Test::SLF4J_SIMPLE" if -r $ZkLock::Test::SLF4J_SIMPLE;
-    return ['java', '-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
-        '-Djava.net.preferIPv4Stack=true',
-        '-Dzookeeper.admin.enableServer=false',
-        '-Dzookeeper.4lw.commands.whitelist=*',
-        '-Dzookeeper.jmx.log4j.disable=true',
-        '-Dorg.slf4j.simpleLogger.showDateTime=true',
-        '-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS',
-        @{ $self->{jvm} },
-        '-cp', $cp,
-        $self->{servers}
-            ? 'org.apache.zookeeper.server.quorum.QuorumPeerMain'
-            : 'org.apache.zookeeper.server.ZooKeeperServerMain',
-        "$self->{dir}/zoo.cfg"];
-}
-
-# Start the process; with wait (default) also wait until it serves.
-# Returns 1, or 0 when retry_bind is set and the port was taken.
-sub start {
-    my ($self, %opt) = @_;
-    croak $self->_name . " already running" if $self->running;
-    $self->{pid} = ZkLock::Test::_spawn(
-        name => "zookeeper$self->{id}", cmd => $self->_cmd,
-        log  => "$self->{dir}/zookeeper.log");
-    return 1 if defined $opt{wait} && !$opt{wait};
-    return $self->wait_serving($opt{timeout} // 60, %opt);
-}
-
-sub running { $_[0]{pid} && ZkLock::Test::_running($_[0]{pid}) }
-
-sub srvr { ZkLock::Test::zk_4lw($_[0]{port}, 'srvr', $_[1] // 2) }
-
-sub mode {
-    my $s = $_[0]->srvr // '';
-    return $s =~ /^Mode: (\S+)/m ? $1 : undef;
-}
-
-sub wait_serving {
-    my ($self, $timeout, %opt) = @_;
-    my $ok = ZkLock::Test::wait_for(sub {
-        if (!$self->running) {
-            $self->{died} = 1;
-            return 1;
-        }
-        my $ruok = ZkLock::Test::zk_4lw($self->{port}, 'ruok', 1) // '';
-        return 0 unless $ruok eq 'imok' && defined $self->mode;
-        # The 4lw port answers before sessions are accepted in every case;
-        # a real client session is the readiness that tests need.
-        my $r = ZkLock::Test::_run([$ZkLock::Test::PYTHON,
-            "$ZkLock::Test::LIB_DIR/zkctl.py", '--hosts', $self->hosts,
-            '--timeout', 2, 'children', '/'], timeout => 10);
-        return $r->{rc} == 0;
-    }, $timeout, 0.1);
-    if (delete $self->{died}) {
-        return 0 if $opt{retry_bind}
-            && $self->log =~ /Address already in use/;
-        croak $self->_name . " exited during startup:\n"
-            . ZkLock::Test::_tail($self->log, 40);
-    }
-    return 1 if $ok;
-    my $log = $self->log;
-    $self->stop;
-    croak $self->_name . " on port $self->{port} not ready after "
-        . "${timeout}s:\n" . ZkLock::Test::_tail($log, 40);
-}
-
-sub stop {
-    my ($self, $sig) = @_;
-    return unless $self->{pid};
-    CORE::kill('CONT', $self->{pid});    # a stopped JVM cannot handle TERM
-    ZkLock::Test::_terminate($self->{pid}, $sig // 'TERM', 5);
-    delete $self->{pid};
-}
-
-sub kill    { $_[0]->stop('KILL') }
-sub restart { my ($s, %o) = @_; $s->stop; $s->start(%o) }
-sub pause   { CORE::kill('STOP', $_[0]{pid}) or croak "pause: $!" }
-sub resume  { CORE::kill('CONT', $_[0]{pid}) or croak "resume: $!" }
-
-package ZkLock::Test::Ensemble;
-
-use strict;
-use warnings;
-use Carp qw(croak);
-# croak reports the test file's line, not the harness's.
-our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
-    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
-
-sub new {
-    my ($class, $n, %opt) = @_;
-    my $self = bless { nodes => [] }, $class;
-    # Every node's config lists the quorum and election ports of all
-    # nodes, so all ports are chosen before any node is configured.
-    my @servers = map { [ $_, ZkLock::Test::free_port(),
-        ZkLock::Test::free_port() ] } 1 .. $n;
-    for my $s (@servers) {
-        my $node = ZkLock::Test::ZkNode->new(%opt, id => $s->[0],
-            servers => \@servers, port => ZkLock::Test::free_port(),
-            dir => ZkLock::Test::tempdir("zk$s->[0]"));
-        $node->_write_cfg;
-        push @{ $self->{nodes} }, $node;
-    }
-    $_->start(wait => 0) for $self->nodes;
-    $self->wait_quorum($opt{timeout} // 60);
-    return $self;
-}
-
-sub nodes { @{ $_[0]{nodes} } }
-sub node  { $_[0]{nodes}[ $_[1] - 1 ] or croak "no node $_[1]" }
-sub hosts { join ',', map { $_->hosts } $_[0]->nodes }
-sub stop  { $_->stop for $_[0]->nodes }
-
-sub leader_index {
-    my ($self) = @_;
-    for my $n ($self->nodes) {
-        next unless $n->running;
-        return $n->id if ($n->mode // '') eq 'leader';
-    }
-    return undef;
-}
-
-# Wait until every running node serves (is leader or follower).
-sub wait_quorum {
-    my ($self, $timeout) = @_;
-    for my $n (grep { $_->running } $self->nodes) {
-        $n->wait_serving($timeout);
-    }
-    return 1;
-}
-
-package ZkLock::Test::Holder;
-
-use strict;
-use warnings;
-use Carp qw(croak);
-# croak reports the test file's line, not the harness's.
-our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
-    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
-use IO::Select;
-use POSIX qw(setpgid _exit);
-
-# A foreign lock holder: a zkctl.py "hold" process owning an ephemeral
-# sequential node. Its stdin is a pipe from us: closing it releases.
-sub new {
-    my ($class, $hosts, $path, %opt) = @_;
-    pipe(my $in_r, my $in_w) or croak "pipe: $!";
-    pipe(my $out_r, my $out_w) or croak "pipe: $!";
-    my $log = ZkLock::Test::_misc_dir() . "/hold-$$-" . int(rand 1e9) . '.log';
-    my @cmd = ($ZkLock::Test::PYTHON, "$ZkLock::Test::LIB_DIR/zkctl.py",
-        '--hosts', $hosts, 'hold', $path,
-        '--name', $opt{name} // ZkLock::Test::curator_name(),
-        '--seconds', $opt{seconds} // 300,
-        '--session-timeout', $opt{session_timeout} // 10,
-        defined $opt{data} ? ('--data', $opt{data}) : ());
-    my $pid = fork;
-    croak "fork: $!" unless defined $pid;
-    if (!$pid) {
-        setpgid(0, 0);
-        $SIG{$_} = 'DEFAULT' for qw(INT TERM PIPE CHLD);
-        open STDIN, '<&', $in_r or _exit(126);
-        open STDOUT, '>&', $out_w or _exit(126);
-        open STDERR, '>>', $log or _exit(126);
-        exec { $cmd[0] } @cmd or _exit(127);
-        _exit(127);
-    }
-    ZkLock::Test::_register($pid, 'zk_hold');
-    close $in_r;
-    close $out_w;
-    my $self = bless { pid => $pid, stdin => $in_w, log => $log,
-        session_timeout => $opt{session_timeout} // 10 }, $class;
-    my $line = '';
-    my $sel = IO::Select->new($out_r);
-    while ($line !~ /\n/ && $sel->can_read(30)) {
-        last unless sysread($out_r, $line, 4096, length $line);
-    }
-    close $out_r;
-    my $doc = eval { JSON::PP->new->decode($line) };
-    if (!$doc || !$doc->{node}) {
-        $self->kill;
-        croak "zk_hold $path failed: $line"
-            . ZkLock::Test::_slurp($log);
-    }
-    @$self{qw(node session_id)} = @$doc{qw(node session_id)};
-    return $self;
-}
-
-sub node       { $_[0]{node} }
-sub session_id { $_[0]{session_id} }
-sub pid        { $_[0]{pid} }
-
-# Graceful: the session is closed, so the node is gone when this returns.
-sub release {
-    my ($self) = @_;
-    return unless $self->{pid};
-    close delete $self->{stdin} if $self->{stdin};
-    # It may first have to reconnect (up to a session timeout) to close.
-    ZkLock::Test::_terminate(delete $self->{pid}, 'TERM',
-        $self->{session_timeout} + 5);
-}
-
-# Crash: the session stays open on the server until it expires.
-sub kill {
-    my ($self) = @_;
-    return unless $self->{pid};
-    ZkLock::Test::_terminate(delete $self->{pid}, 'KILL', 5);
-    close delete $self->{stdin} if $self->{stdin};
-}
-
-package ZkLock::Test::Backend;
-
-use strict;
-use warnings;
-use Carp qw(croak);
-# croak reports the test file's line, not the harness's.
-our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
-    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
-
-sub new {
-    my ($class, %opt) = @_;
-    my $self = bless { dir => ZkLock::Test::tempdir('backend') }, $class;
-    for my $try (1 .. 5) {
-        $self->{port} = $opt{port} // ZkLock::Test::free_port();
-        $self->{pid} = ZkLock::Test::_spawn(name => 'backend',
-            cmd => [$ZkLock::Test::PYTHON,
-                "$ZkLock::Test::LIB_DIR/backend.py", '--port', $self->{port}],
-            log => "$self->{dir}/backend.log");
-        my $up = ZkLock::Test::wait_for(sub {
-            return -1 unless ZkLock::Test::_running($self->{pid});
-            return ZkLock::Test::http_get($self->{port}, '/_stats',
-                timeout => 2)->{status} == 200;
-        }, $opt{timeout} // 15, 0.05);
-        return $self if $up && $up != -1;
-        my $log = ZkLock::Test::_slurp("$self->{dir}/backend.log");
-        ZkLock::Test::_terminate(delete $self->{pid}, 'KILL', 1);
-        next if $log =~ /cannot bind/ && !$opt{port};
-        croak "backend did not start:\n$log";
-    }
-    croak "backend: no bindable port";
-}
-
-sub port { $_[0]{port} }
-sub addr { "127.0.0.1:$_[0]{port}" }
-sub pid  { $_[0]{pid} }
-
-sub _get_json {
-    my ($self, $uri) = @_;
-    my $r = ZkLock::Test::http_get($self->{port}, $uri, timeout => 10);
-    croak "backend $uri: status $r->{status} " . ($r->{error} // '')
-        unless $r->{status} == 200;
-    return JSON::PP->new->decode($r->{body});
-}
-
-sub stats {
-    my ($self, $key) = @_;
-    return $self->_get_json('/_stats') unless defined $key;
-    $key =~ s/([^A-Za-z0-9_.~-])/sprintf '%%%02X', ord $1/ge;
-    return $self->_get_json("/_stats?key=$key");
-}
-
-sub reset { $_[0]->_get_json('/_reset'); 1 }
-
-sub stop {
-    my ($self) = @_;
-    ZkLock::Test::_terminate(delete $self->{pid}, 'TERM', 5) if $self->{pid};
-}
-
-package ZkLock::Test::Nginx;
-
-use strict;
-use warnings;
-use Carp qw(croak);
-# croak reports the test file's line, not the harness's.
-our @CARP_NOT = qw(ZkLock::Test ZkLock::Test::ZkNode ZkLock::Test::Ensemble
-    ZkLock::Test::Holder ZkLock::Test::Backend ZkLock::Test::Nginx);
-use IO::Socket::INET;
-use Time::HiRes qw(time);
-
-my @TEMP_DIRS = qw(client_body proxy fastcgi uwsgi scgi);
-
-# Prefix dir + nginx.conf, without starting anything (also for nginx -t).
-sub _prepare {
-    my ($class, $body, %opt) = @_;
-    my $self = bless {
-        body    => $body,
-        opt     => \%opt,
-        prefix  => ZkLock::Test::tempdir('nginx'),
-        port    => $opt{port},
-        workers => $opt{workers} // 2,
-    }, $class;
-    mkdir "$self->{prefix}/$_" for 'logs', map { "${_}_temp" } @TEMP_DIRS;
-    $self->{port} //= ZkLock::Test::free_port();
-    $self->_write_conf;
-    return $self;
-}
-
-sub new {
-    my ($class, $body, %opt) = @_;
-    my $self = $class->_prepare($body, %opt);
-    $self->start;
-    return $self;
-}
-
-sub _subst {
-    my ($self, $text) = @_;
-    my $o = $self->{opt};
-    my %v = (PORT => $self->{port}, PREFIX => $self->{prefix});
-    if (defined $o->{zk}) {
-        $v{ZK} = ZkLock::Test::_hosts_of($o->{zk});
-    } elsif ($o->{dummy}) {
-        $v{ZK} = '127.0.0.1:2181';
-    }
-    if (defined(my $b = $o->{backend})) {
-        $v{BACKEND} = ref $b ? $b->addr : $b =~ /:/ ? $b : "127.0.0.1:$b";
-    } elsif ($o->{dummy}) {
-        $v{BACKEND} = '127.0.0.1:1';
-    }
-    $text =~ s/%%(\w+)%%/
-        defined $v{$1} ? $v{$1} : croak "placeholder %%$1%% has no value"/ge;
-    return $text;
-}
-
-sub _write_conf {
-    my ($self) = @_;
-    my $o = $self->{opt};
-    my $p = $self->{prefix};
-    my $so = $o->{no_module} ? '' : ZkLock::Test::module_path();
-    my $load = $so eq '' ? '' : "load_module $so;\n";
-    # As root, workers would run as nobody and could not write the temp
-    # dirs inside our 0700 prefix.
-    my $user = $> == 0 ? "user root;\n" : '';
-    my $temp = join '', map { "    ${_}_temp_path $p/${_}_temp;\n" }
-        @TEMP_DIRS;
-    my $conf = "# generated by t/lib/ZkLock/Test.pm\n"
-        . $load . $user
-        . "worker_processes $self->{workers};\n"
-        . "daemon off;\nmaster_process on;\n"
-        . "pid $p/nginx.pid;\n"
-        . "error_log $p/logs/error.log " . ($o->{log_level} // 'info') . ";\n"
-        . $self->_subst($o->{main_conf} // '') . "\n"
-        . ($o->{connections}
-            ? "worker_rlimit_nofile " . ($o->{connections} + 1024) . ";\n" : '')
-        . "events { worker_connections " . ($o->{connections} // 1024)
-        . "; }\n"
-        . "http {\n    access_log $p/logs/access.log;\n$temp"
-        . $self->_subst($self->{body}) . "\n}\n";
-    ZkLock::Test::_spew("$p/nginx.conf", $conf);
-}
-
-sub port       { $_[0]{port} }
-sub pid        { $_[0]{pid} }
-sub prefix     { $_[0]{prefix} }
-sub conf       { ZkLock::Test::_slurp("$_[0]{prefix}/nginx.conf") }
-
-# alert/crit/emerg or crash lines the test causes on purpose
-sub expect_log { push @{ $_[0]{expect} }, $_[1]; $_[0] }
-sub expected   { my ($s, $l) = @_; grep { $l =~ $_ } @{ $s->{expect} // [] } }
-
-sub error_log  { ZkLock::Test::_slurp("$_[0]{prefix}/logs/error.log") }
-sub access_log { ZkLock::Test::_slurp("$_[0]{prefix}/logs/access.log") }
-sub get        { my $s = shift; ZkLock::Test::http_get($s->{port}, @_) }
-
-sub start {
-    my ($self) = @_;
-    croak "nginx already running" if $self->{pid};
-    my $fixed = defined $self->{opt}{port};
-    for my $try (1 .. 5) {
-        my $p = $self->{prefix};
-        $self->{pid} = ZkLock::Test::_spawn(name => 'nginx',
-            cmd => [$ZkLock::Test::NGINX, '-p', "$p/", '-e',
-                "$p/logs/error.log", '-c', "$p/nginx.conf"],
-            log => "$p/logs/stderr.log");
-        my $up = ZkLock::Test::wait_for(sub {
-            return -1 unless ZkLock::Test::_running($self->{pid});
-            return -1 if $self->_startup_log =~ /Address already in use/;
-            return 0 unless IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-                PeerPort => $self->{port}, Proto => 'tcp', Timeout => 1);
-            my $n = () = $self->worker_pids;
-            return $self->{workers} =~ /^\d+$/ ? $n == $self->{workers} : $n;
-        }, $self->{opt}{timeout} // 10, 0.05);
-        if ($up && $up != -1) {
-            push @ZkLock::Test::NGINX_STARTED, $self
-                unless $self->{checked}++;
-            return $self;
-        }
-        my $log = $self->_startup_log;
-        ZkLock::Test::_terminate(delete $self->{pid}, 'TERM', 2);
-        if ($log =~ /Address already in use/ && !$fixed) {
-            # Lost the port race: pick another and rewrite the conf.
-            $self->{port} = ZkLock::Test::free_port();
-            $self->_write_conf;
-            next;
-        }
-        croak "nginx did not start (port $self->{port}):\n$log";
-    }
-    croak "nginx: no bindable port";
-}
-
-sub _startup_log {
-    my ($self) = @_;
-    return ZkLock::Test::_slurp("$self->{prefix}/logs/stderr.log")
-        . ZkLock::Test::_tail($self->error_log, 40);
-}
-
-sub child_pids {
-    my ($self) = @_;
-    return () unless $self->{pid};
-    my @kids;
-    opendir my $d, '/proc' or return ();
-    for my $pid (grep { /^\d+$/ } readdir $d) {
-        open my $fh, '<', "/proc/$pid/stat" or next;
-        my $stat = <$fh> // next;
-        next unless $stat =~ /^\d+ \(.*\) (\S) (\d+)/s;    # see _live_groups
-        push @kids, $pid + 0 if $2 == $self->{pid} && $1 ne 'Z';
-    }
-    return sort { $a <=> $b } @kids;
-}
-
-sub worker_pids {
-    my ($self) = @_;
-    return grep {
-        my $cmd = ZkLock::Test::_slurp("/proc/$_/cmdline");
-        $cmd =~ /worker process/ && $cmd !~ /shutting down/;
-    } $self->child_pids;
-}
-
-sub reload {
-    my ($self, $body) = @_;
-    if (defined $body) {
-        $self->{body} = $body;
-        $self->_write_conf;
-    }
-    my %old = map { $_ => 1 } $self->worker_pids;
-    kill 'HUP', $self->{pid} or croak "reload: $!";
-    return ZkLock::Test::wait_for(sub {
-        # Old workers that have not yet noticed the QUIT still look
-        # like workers; wait until they exit or say "shutting down".
-        my @now = $self->worker_pids;
-        return 0 if grep { $old{$_} } @now;
-        return $self->{workers} =~ /^\d+$/ ? @now == $self->{workers} : @now;
-    }, 10, 0.05);
-}
-
-sub stop {
-    my ($self) = @_;
-    return unless $self->{pid};
-    ZkLock::Test::_terminate(delete $self->{pid}, 'QUIT', 10);
-}
-
-package ZkLock::Test;
-
-# ------------------------------------------------------------------ HTTP/2
-
-package ZkLock::Test::H2;
-
-use strict;
-use warnings;
-use Carp;
-use IO::Handle;
-
-# t/lib/h2client.py: commands on a pipe to its stdin, events to a log file
-sub new {
-    my ($class, $port) = @_;
-    pipe(my $r, my $w) or croak "pipe: $!";
-    $w->autoflush(1);
-    my $log = ZkLock::Test::_misc_dir() . "/h2-$$-" . int(rand 1e9) . '.log';
-    my $pid = ZkLock::Test::_spawn(name => 'h2client', stdin => $r,
-        log => $log, cmd => [$ZkLock::Test::PYTHON,
-            "$ZkLock::Test::LIB_DIR/h2client.py", $port]);
-    CORE::close $r;
-    my $self = bless { pid => $pid, w => $w, log => $log }, $class;
-    $self->wait(qr/^connected$/m, 10)
-        or croak "h2client: no connection: " . $self->events;
-    return $self;
-}
-
-sub events { my $t = ZkLock::Test::_slurp($_[0]{log}); $t // '' }
-
-sub wait {
-    my ($self, $re, $timeout) = @_;
-    return ZkLock::Test::wait_for(sub { $self->events =~ $re }, $timeout);
-}
-
-sub _cmd {
-    my ($self, $line) = @_;
-    local $SIG{PIPE} = 'IGNORE';
-    print { $self->{w} } "$line\n";
-}
-
-sub get   { $_[0]->_cmd("get $_[1] $_[2]") }
-sub reset { $_[0]->_cmd("reset $_[1]") }
-sub close { $_[0]->_cmd('close'); ZkLock::Test::proc_wait($_[0]{pid}, 10) }
-
-sub stop {
-    my ($self) = @_;
-    CORE::close delete $self->{w} if $self->{w};
-    defined ZkLock::Test::proc_wait($self->{pid}, 10)
-        or kill 'KILL', -$self->{pid};
-}
+use ZkLock::Test::Zk;
+use ZkLock::Test::Backend;
+use ZkLock::Test::Nginx;
 
 1;
