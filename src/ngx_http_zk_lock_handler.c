@@ -15,7 +15,6 @@
 
 
 #define NGX_HTTP_ZK_LOCK_NONE      ((ngx_uint_t) -1)
-#define NGX_HTTP_ZK_LOCK_BAD_UTF8  0xffffffff
 
 /* node data: "<host> pid <pid> since <time> <method> <uri>", truncated */
 #define NGX_HTTP_ZK_LOCK_INFO_LEN  256
@@ -97,7 +96,6 @@ static ngx_int_t ngx_http_zk_lock_handler_info(ngx_http_request_t *r,
 static size_t ngx_http_zk_lock_handler_utf8_cut(u_char *text, size_t len);
 static ngx_int_t ngx_http_zk_lock_handler_refused(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
-static uint32_t ngx_http_zk_lock_handler_utf8(u_char **pp, u_char *last);
 static ngx_int_t ngx_http_zk_lock_handler_block(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_suspend(ngx_http_request_t *r);
@@ -417,8 +415,9 @@ ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
         }
 
         if (cv[i].lengths) {
-            err = ngx_http_zk_lock_check_segment(&v[i],
-                                                 i == 0 && !lmcf->chroot.len);
+            err = ngx_http_zk_lock_path_check_segment(&v[i],
+                                                      i == 0
+                                                      && !lmcf->chroot.len);
 
             if (err) {
                 ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
@@ -1417,129 +1416,4 @@ ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
     v->len = p - v->data;
 
     return NGX_OK;
-}
-
-
-/*
- * The rule for a path segment, from configuration or from variables: not
- * empty, not "." or "..", no "/", no control characters, valid UTF-8
- * without the code points ZooKeeper refuses; "zookeeper" is reserved at
- * the top.
- */
-
-const char *
-ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top)
-{
-    u_char    *p, *last;
-    uint32_t   u;
-
-    if (seg->len == 0) {
-        return "empty";
-    }
-
-    if ((seg->len == 1 && seg->data[0] == '.')
-        || (seg->len == 2 && seg->data[0] == '.' && seg->data[1] == '.'))
-    {
-        return "\".\" or \"..\"";
-    }
-
-    if (top && seg->len == 9 && ngx_strncmp(seg->data, "zookeeper", 9) == 0) {
-        return "reserved by ZooKeeper";
-    }
-
-    p = seg->data;
-    last = p + seg->len;
-
-    while (p < last) {
-
-        if (*p < 0x80) {
-            if (*p < 0x20 || *p == 0x7f) {
-                return "a control character";
-            }
-
-            if (*p == '/') {
-                return "a \"/\"";
-            }
-
-            p++;
-            continue;
-        }
-
-        u = ngx_http_zk_lock_handler_utf8(&p, last);
-
-        if (u == NGX_HTTP_ZK_LOCK_BAD_UTF8) {
-            return "not valid UTF-8";
-        }
-
-        /*
-         * ZooKeeper checks paths as Java strings: what is beyond U+FFFF
-         * becomes a surrogate pair, refused like the rest of D800-F8FF
-         */
-
-        if (u <= 0x9f
-            || (u >= 0xd800 && u <= 0xf8ff)
-            || (u >= 0xfff0))
-        {
-            return "a character ZooKeeper refuses";
-        }
-    }
-
-    return NULL;
-}
-
-
-/*
- * Strict UTF-8 (no overlong forms, no truncation, continuation bytes
- * checked): ngx_utf8_decode() is lenient, and ZooKeeper would turn what it
- * lets through into U+FFFD, which it refuses.
- */
-
-static uint32_t
-ngx_http_zk_lock_handler_utf8(u_char **pp, u_char *last)
-{
-    u_char    *p;
-    uint32_t   u, min;
-    ngx_uint_t n;
-
-    p = *pp;
-    u = *p++;
-
-    if (u >= 0xc2 && u <= 0xdf) {
-        n = 1;
-        u &= 0x1f;
-        min = 0x80;
-
-    } else if (u >= 0xe0 && u <= 0xef) {
-        n = 2;
-        u &= 0x0f;
-        min = 0x800;
-
-    } else if (u >= 0xf0 && u <= 0xf4) {
-        n = 3;
-        u &= 0x07;
-        min = 0x10000;
-
-    } else {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-    }
-
-    if ((size_t) (last - p) < n) {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-    }
-
-    while (n--) {
-        if ((*p & 0xc0) != 0x80) {
-            return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-        }
-
-        u = (u << 6) | (*p++ & 0x3f);
-    }
-
-    if (u < min || u > 0x10ffff) {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
-    }
-
-    *pp = p;
-
-    return u;
 }

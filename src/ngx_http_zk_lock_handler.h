@@ -17,7 +17,6 @@
 
 ngx_int_t ngx_http_zk_lock_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_zk_lock_add_variables(ngx_conf_t *cf);
-const char *ngx_http_zk_lock_check_segment(ngx_str_t *seg, ngx_uint_t top);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_HANDLER_H_INCLUDED_ */

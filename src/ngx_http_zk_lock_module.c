@@ -414,7 +414,7 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
             seg.len = p - seg.data;
 
-            err = ngx_http_zk_lock_check_segment(&seg, 0);
+            err = ngx_http_zk_lock_path_check_segment(&seg, 0);
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid chroot in \"%V\": a segment is %s",
@@ -477,7 +477,7 @@ ngx_http_zk_lock_check_path(ngx_str_t *path)
 
         seg.len = p - seg.data;
 
-        if (ngx_http_zk_lock_check_segment(&seg, 0) != NULL) {
+        if (ngx_http_zk_lock_path_check_segment(&seg, 0) != NULL) {
             return NGX_ERROR;
         }
     }
@@ -995,7 +995,7 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         /* a literal "/zookeeper" is checked once the chroot is known */
 
         if (cv->lengths == NULL) {
-            err = ngx_http_zk_lock_check_segment(&seg, 0);
+            err = ngx_http_zk_lock_path_check_segment(&seg, 0);
 
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -24,6 +24,8 @@
  * the deletion of a path built from a request.  What the participants
  * make of a listing or of a node gone is their owner's: it is told
  * through the handlers that it gave (see ngx_http_zk_lock_owner_t).
+ * Also the rule for a segment of a path, which configuration and
+ * requests alike must follow.
  */
 
 
@@ -93,6 +95,8 @@ void ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name);
 void ngx_http_zk_lock_path_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq);
 void ngx_http_zk_lock_path_unwatch_gone(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
+const char *ngx_http_zk_lock_path_check_segment(ngx_str_t *seg,
+    ngx_uint_t top);
 u_char *ngx_http_zk_lock_path_child(u_char *buf, ngx_http_zk_lock_t *lock,
     u_char *name);
 
