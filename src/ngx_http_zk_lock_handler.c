@@ -156,6 +156,9 @@ static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
     { ngx_string("zk_lock_node"), NULL,
       ngx_http_zk_lock_handler_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
+    { ngx_string("zk_lock_token"), NULL,
+      ngx_http_zk_lock_handler_node_variable, 1, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
       ngx_http_null_variable
 };
 
@@ -1353,7 +1356,7 @@ ngx_http_zk_lock_handler_result_variable(ngx_http_request_t *r,
 }
 
 
-/* the nodes held, as full paths separated by spaces */
+/* the nodes held, as full paths or as tokens (data), separated by spaces */
 
 static ngx_int_t
 ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
@@ -1380,8 +1383,10 @@ ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
         node = hold[i].node;
 
         if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            len += ngx_strlen(ngx_http_zk_lock_node_path(node)) + 1
-                   + node->name_len + 1;
+            len += (data ? NGX_INT64_LEN
+                         : ngx_strlen(ngx_http_zk_lock_node_path(node)) + 1
+                           + node->name_len)
+                   + 1;
         }
     }
 
@@ -1405,8 +1410,15 @@ ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
                 *p++ = ' ';
             }
 
-            p = ngx_sprintf(p, "%s/%*s", ngx_http_zk_lock_node_path(node),
-                            node->name_len, node->name);
+            if (data) {
+                /* the fencing token: its node's czxid */
+                p = ngx_sprintf(p, "%L", node->czxid);
+
+            } else {
+                p = ngx_sprintf(p, "%s/%*s",
+                                ngx_http_zk_lock_node_path(node),
+                                node->name_len, node->name);
+            }
         }
     }
 

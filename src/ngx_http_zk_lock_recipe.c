@@ -35,6 +35,9 @@ static void ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
+    const struct Stat *stat, const void *data);
+static void ngx_http_zk_lock_recipe_stat(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
     const void *data);
 static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node);
@@ -534,9 +537,16 @@ ngx_http_zk_lock_recipe_reconnect(ngx_http_zk_lock_node_t *node)
         ngx_http_zk_lock_recipe_delete(node);
         return 0;
 
-    case NGX_HTTP_ZK_LOCK_LOST:
     case NGX_HTTP_ZK_LOCK_WAITING:
     case NGX_HTTP_ZK_LOCK_HELD:
+        if (node->czxid == 0) {
+            /* an adopted node's token, asked for in vain */
+            ngx_http_zk_lock_recipe_stat(node);
+        }
+
+        /* fall through */
+
+    case NGX_HTTP_ZK_LOCK_LOST:
         /* a watch may have fired or been lost meanwhile */
         return 1;
 
@@ -608,6 +618,13 @@ void
 ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node)
 {
     ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_HELD);
+
+    if (node->czxid == 0) {
+        /* a lost create's node: told once its token is in, see recipe_stat() */
+        node->untold = 1;
+        return;
+    }
+
     ngx_http_zk_lock_recipe_tell(node);
 }
 
@@ -686,14 +703,16 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
 
     ngx_http_zk_lock_session_batch(s);
 
-    rc = zoo_acreate(s->zh, (char *) buf, (char *) node->info.data,
-                     (int) node->info.len, s->acl,
-                     ZOO_EPHEMERAL_SEQUENTIAL,
-                     ngx_http_zk_lock_recipe_create_done, node);
+    /* the create's Stat carries the node's czxid: its fencing token */
+
+    rc = zoo_acreate2(s->zh, (char *) buf, (char *) node->info.data,
+                      (int) node->info.len, s->acl,
+                      ZOO_EPHEMERAL_SEQUENTIAL,
+                      ngx_http_zk_lock_recipe_create_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
-                      "zoo_acreate(\"%s\") failed (%d: %s)",
+                      "zoo_acreate2(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
         ngx_http_zk_lock_recipe_node_fail(node, rc);
         return;
@@ -721,7 +740,8 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_recipe_create_done(int rc, const char *value, const void *data)
+ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
+    const struct Stat *stat, const void *data)
 {
     ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
 
@@ -760,6 +780,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value, const void *data)
         ngx_memcpy(node->name, name, len + 1);
         node->name_len = len;
         node->seq = ngx_http_zk_lock_listing_seq(name, len);
+        node->czxid = stat ? stat->czxid : 0;
         ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
 
         if (node->notify == NULL) {
@@ -1075,7 +1096,82 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
         return NGX_DECLINED;
     }
 
+    ngx_http_zk_lock_recipe_stat(node);
+
     return NGX_OK;
+}
+
+
+/*
+ * A node found by its uuid has no create reply, and so no token: its
+ * Stat is asked for, and a holder is told only once it has come.  A node
+ * whose token cannot be had fails rather than hold without one.
+ */
+
+static void
+ngx_http_zk_lock_recipe_stat(ngx_http_zk_lock_node_t *node)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    s = node->lock->session;
+
+    (void) ngx_http_zk_lock_path_child(buf, node->lock, node->name);
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_aexists(s->zh, (char *) buf, 0,
+                     ngx_http_zk_lock_recipe_stat_done, node);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
+                      "zoo_aexists(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        ngx_http_zk_lock_recipe_node_fail(node, rc);
+        return;
+    }
+
+    node->pending++;
+}
+
+
+static void
+ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
+    const void *data)
+{
+    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+
+    node->pending--;
+
+    if (node->lock->session->exiting) {
+        return;
+    }
+
+    if (node->state != NGX_HTTP_ZK_LOCK_WAITING
+        && node->state != NGX_HTTP_ZK_LOCK_HELD)
+    {
+        /* released, or failed meanwhile */
+        ngx_http_zk_lock_recipe_node_gc(node);
+        return;
+    }
+
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+        /* asked again once reconnected, see reconnect() */
+        return;
+    }
+
+    if (rc != ZOK || stat == NULL) {
+        ngx_http_zk_lock_recipe_node_fail(node, rc == ZOK ? ZAPIERROR : rc);
+        return;
+    }
+
+    node->czxid = stat->czxid;
+
+    if (node->untold) {
+        node->untold = 0;
+        ngx_http_zk_lock_recipe_tell(node);
+    }
 }
 
 

@@ -100,6 +100,7 @@ struct ngx_http_zk_lock_node_s {
     ngx_uint_t                    list_id;    /* the listing after create */
     ngx_uint_t                    ahead;      /* nodes in the way, at most */
     uint32_t                      seq;
+    int64_t                       czxid;      /* its creation: the token */
     int                           error;      /* ZooKeeper error, if FAILED */
 
     /* the owner, told of HELD and FAILED; NULL once released */
@@ -116,6 +117,7 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      promote:1;  /* holds once self is set */
     unsigned                      deferred:1; /* no listing after create */
     unsigned                      trying:1;   /* fails rather than waits */
+    unsigned                      untold:1;   /* held, its token to come */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;

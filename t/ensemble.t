@@ -193,6 +193,7 @@ subtest 'create reply lost: the node is found by its uuid' => sub {
         location /p {
             zk_mutex /pl/m timeout=${timeout}s;
             proxy_pass http://%%BACKEND%%;
+            add_header X-Lock-Token \$zk_lock_token always;
         }
 EOF
         zk => $px->hosts, backend => $be, workers => 2,
@@ -235,10 +236,12 @@ EOF
     my $holding = wait_for(sub { $be->stats('lost')->{inflight} == 1 },
         $timeout + 2, 0.05);
     ok($holding, 'the request got the lock after the reconnect');
+    my $czxid;
     if ($holding) {
         is_deeply([ zk_children($zk, '/pl/m') ], [ basename($lost) ],
             'it holds the very node whose create reply was lost (adopted, '
             . 'not created again)');
+        $czxid = (zk_get($zk, $lost) // {})->{czxid};
     }
     my $r = http_parallel_collect($h, 30)->[0];
     like($r->{status}, qr/^(?:200|503)$/, "the request ends with 200 or 503 "
@@ -246,6 +249,8 @@ EOF
     cmp_ok($r->{time}, '<=', $timeout + 2 + 3, sprintf(
         'within its timeout (%.2fs)', $r->{time}));
     is($r->{status}, 200, 'it got the lock (200)') or diag explain $r;
+    is($r->{headers}{'x-lock-token'}, $czxid, 'its fencing token is the '
+        . 'czxid of the adopted node, asked for as no create reply had it');
     my $creates_for_it = grep { ($_->{path} // '') =~ m{^/pl/m/_c_}
         && $_->{t} >= $t0 && $_->{t} <= $r->{end} } @{ $px->stats->{creates} };
     is($creates_for_it, 1, 'one lock node create for it, none after the '
