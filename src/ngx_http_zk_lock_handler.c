@@ -106,6 +106,8 @@ static ngx_int_t ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
 static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold);
 static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
     ngx_http_zk_lock_loc_conf_t *llcf, ngx_http_zk_lock_spec_t *spec);
 static void ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev);
@@ -135,7 +137,8 @@ static ngx_str_t  ngx_http_zk_lock_results[] = {
     ngx_string("BYPASSED"),
     ngx_string("REJECTED"),
     ngx_null_string,
-    ngx_string("LOST")
+    ngx_string("LOST"),
+    ngx_string("REVOKED")
 };
 
 
@@ -675,6 +678,10 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         if (node && spec->transient) {
             ngx_http_zk_lock_transient(node, spec->transient);
         }
+
+        if (node && spec->revocable) {
+            ngx_http_zk_lock_revocable(node);
+        }
     }
 
     if (node == NULL) {
@@ -1002,32 +1009,14 @@ ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node)
         }
     }
 
-    /* a lock that was held is gone with its session */
+    /* a lock that was held is gone */
 
     abort = 0;
 
     for (i = 0; i < ctx->holds.nelts; i++) {
-        if (hold[i].node != node) {
-            continue;
+        if (hold[i].node == node) {
+            abort |= ngx_http_zk_lock_handler_lost(ctx, &hold[i]);
         }
-
-        ngx_log_error(NGX_LOG_WARN, ctx->main->connection->log, 0,
-                      "%s \"%V\" lost while held (%d: %s)%s",
-                      ngx_http_zk_lock_directive(hold[i].spec),
-                      &hold[i].path, node->error, zerror(node->error),
-                      hold[i].abort ? ", aborting the request" : "");
-
-        ngx_http_zk_lock_release(node);
-        hold[i].node = NULL;
-
-        if (hold[i].counted) {
-            hold[i].counted = 0;
-            ngx_http_zk_lock_metrics_count(hold[i].spec,
-                                           NGX_HTTP_ZK_LOCK_EV_LOST, 0);
-        }
-
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_LOST;
-        abort |= hold[i].abort;
     }
 
     if (abort) {
@@ -1057,6 +1046,80 @@ static void
 ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev)
 {
     ngx_http_zk_lock_handler_done(ev->data, NGX_DECLINED, 0);
+}
+
+
+/*
+ * A held lock is gone: revoked (the request is cut off, whatever
+ * zk_lock_lost says), its session expired, or it may expire unheard of
+ * (see session_probe_handler()).  Returns whether to abort the request.
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold)
+{
+    int                       error;
+    ngx_log_t                *log;
+    ngx_uint_t                abort;
+    ngx_http_zk_lock_node_t  *node;
+    ngx_http_zk_lock_event_e  gone;
+
+    node = hold->node;
+    error = node->error;
+    log = ctx->main->connection->log;
+    abort = hold->abort;
+    gone = NGX_HTTP_ZK_LOCK_EV_LOST;
+
+    switch (error) {
+
+    case NGX_HTTP_ZK_LOCK_REVOKED:
+        ngx_log_error(NGX_LOG_WARN, log, 0,
+                      "%s \"%V\" revoked while held: node \"%s/%s\", "
+                      "aborting the request",
+                      ngx_http_zk_lock_directive(hold->spec), &hold->path,
+                      ngx_http_zk_lock_node_path(node), node->name);
+
+        abort = 1;
+        gone = NGX_HTTP_ZK_LOCK_EV_RELEASED;
+        break;
+
+    case NGX_HTTP_ZK_LOCK_JEOPARDY:
+        ngx_log_error(NGX_LOG_WARN, log, 0,
+                      "%s \"%V\" lost while held: no word from zookeeper, "
+                      "the session may expire%s",
+                      ngx_http_zk_lock_directive(hold->spec), &hold->path,
+                      abort ? ", aborting the request" : "");
+        break;
+
+    default:
+        ngx_log_error(NGX_LOG_WARN, log, 0,
+                      "%s \"%V\" lost while held (%d: %s)%s",
+                      ngx_http_zk_lock_directive(hold->spec), &hold->path,
+                      error, zerror(error),
+                      abort ? ", aborting the request" : "");
+    }
+
+    /* it may be freed */
+
+    ngx_http_zk_lock_release(node);
+    hold->node = NULL;
+
+    if (hold->counted) {
+        hold->counted = 0;
+        ngx_http_zk_lock_metrics_count(hold->spec, gone, 0);
+    }
+
+    if (error == NGX_HTTP_ZK_LOCK_REVOKED) {
+        ngx_http_zk_lock_metrics_count(hold->spec,
+                                       NGX_HTTP_ZK_LOCK_EV_REVOKED, 0);
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
+
+    } else {
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_LOST;
+    }
+
+    return abort;
 }
 
 
@@ -1145,6 +1208,19 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
             ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
             ngx_http_zk_lock_metrics_count(hold->spec,
                                            NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
+
+        } else if (error == NGX_HTTP_ZK_LOCK_REVOKED) {
+            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                          "%s \"%V\" revoked while waiting: node \"%s/%s\"",
+                          ngx_http_zk_lock_directive(hold->spec), &hold->path,
+                          ngx_http_zk_lock_node_path(hold->node),
+                          hold->node->name);
+
+            ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_EV_REVOKED, 0);
 
         } else {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,

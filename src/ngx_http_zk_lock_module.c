@@ -26,8 +26,8 @@ static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
 static ngx_int_t ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value,
     size_t skip, char *yes, char *no);
 static ngx_int_t ngx_http_zk_lock_check_path(ngx_str_t *path);
-static ngx_int_t ngx_http_zk_lock_check_hosts(ngx_conf_t *cf,
-    ngx_str_t *value, u_char *last);
+static ngx_int_t ngx_http_zk_lock_resolve_hosts(ngx_conf_t *cf,
+    ngx_str_t *value, u_char *last, ngx_str_t *hosts);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -393,7 +393,8 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     last = value[1].data + value[1].len;
     p = ngx_strlchr(value[1].data, last, '/');
 
-    if (ngx_http_zk_lock_check_hosts(cf, &value[1], p ? p : last)
+    if (ngx_http_zk_lock_resolve_hosts(cf, &value[1], p ? p : last,
+                                       &lmcf->hosts)
         != NGX_OK)
     {
         return NGX_CONF_ERROR;
@@ -423,9 +424,6 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             }
         }
     }
-
-    /* value[1] is null-terminated, as the client wants it */
-    lmcf->hosts = value[1];
 
     return NGX_CONF_OK;
 }
@@ -488,11 +486,33 @@ ngx_http_zk_lock_check_path(ngx_str_t *path)
 
 /* a list of host:port, checked here rather than by the client at run time */
 
+/*
+ * Host names are resolved here, once, as proxy_pass resolves a static
+ * name: given names, the C client would call getaddrinfo() from the worker
+ * at every connect, and a DNS that does not answer would stop the whole
+ * worker meanwhile.  The client is given addresses only ("a.b.c.d:port",
+ * IPv6 without brackets: it splits at the last colon); a reload resolves
+ * the names again.
+ */
+
 static ngx_int_t
-ngx_http_zk_lock_check_hosts(ngx_conf_t *cf, ngx_str_t *value, u_char *last)
+ngx_http_zk_lock_resolve_hosts(ngx_conf_t *cf, ngx_str_t *value,
+    u_char *last, ngx_str_t *hosts)
 {
-    u_char     *p, *host, *colon;
-    ngx_int_t   port;
+    u_char       *p, *host, *d;
+    size_t        len;
+    ngx_uint_t    i, j;
+    ngx_url_t    *u;
+    ngx_array_t   urls;
+
+    if (ngx_array_init(&urls, cf->temp_pool, 4, sizeof(ngx_url_t))
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    /* the chroot, and the null the client wants */
+    len = value->data + value->len - last + 1;
 
     for (host = value->data; host < last; host = p + 1) {
 
@@ -501,29 +521,61 @@ ngx_http_zk_lock_check_hosts(ngx_conf_t *cf, ngx_str_t *value, u_char *last)
             p = last;
         }
 
-        for (colon = p - 1; colon > host && *colon != ':'; colon--) {
-            /* void */
-        }
-
-        port = (colon > host) ? ngx_atoi(colon + 1, p - colon - 1)
-                              : NGX_ERROR;
-
-        if (port < 1 || port > 65535) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid host \"%*s\" in \"%V\", "
-                               "host:port expected", p - host, host, value);
+        u = ngx_array_push(&urls);
+        if (u == NULL) {
             return NGX_ERROR;
         }
+
+        ngx_memzero(u, sizeof(ngx_url_t));
+        u->url.data = host;
+        u->url.len = p - host;
+
+        if (ngx_parse_url(cf->pool, u) != NGX_OK || u->no_port
+            || u->naddrs == 0 || u->family == AF_UNIX)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid host \"%V\" in \"%V\", %s",
+                               &u->url, value,
+                               u->err ? u->err : "host:port expected");
+            return NGX_ERROR;
+        }
+
+        len += u->naddrs * (NGX_SOCKADDR_STRLEN + 1);
     }
+
+    d = ngx_pnalloc(cf->pool, len);
+    if (d == NULL) {
+        return NGX_ERROR;
+    }
+
+    hosts->data = d;
+    u = urls.elts;
+
+    for (i = 0; i < urls.nelts; i++) {
+        for (j = 0; j < u[i].naddrs; j++) {
+            if (d != hosts->data) {
+                *d++ = ',';
+            }
+
+            d += ngx_sock_ntop(u[i].addrs[j].sockaddr,
+                               u[i].addrs[j].socklen, d,
+                               NGX_SOCKADDR_STRLEN, 0);
+            d = ngx_sprintf(d, ":%d", (int) u[i].port);
+        }
+    }
+
+    d = ngx_cpymem(d, last, value->data + value->len - last);
+    *d = '\0';
+    hosts->len = d - hosts->data;
 
     return NGX_OK;
 }
 
 
 /*
- * zk_mutex <path> [timeout=<time>] [reentrant=on|off]
+ * zk_mutex <path> [timeout=<time>] [reentrant=on|off] [revocable=on|off]
  * zk_semaphore <path> leases=<n> [timeout=<time>] [protocol=v1|v2]
- * zk_rwlock <path> read|write [timeout=<time>]
+ * zk_rwlock <path> read|write [timeout=<time>] [revocable=on|off]
  */
 
 static char *
@@ -558,6 +610,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     spec->transient = 0;
     spec->v2 = 0;
     spec->reentrant = 1;
+    spec->revocable = 0;
     ngx_str_null(&spec->counter);
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
@@ -634,6 +687,13 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         }
 
         dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
+    }
+
+    if (spec->revocable && spec->v2) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"revocable=on\" is not for \"reentrant=off\", "
+                           "which Curator's InterProcessSemaphoreMutex is");
+        return NGX_CONF_ERROR;
     }
 
     if (dflt && spec->counter.len == 0) {
@@ -719,6 +779,20 @@ ngx_http_zk_lock_param(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
 
         spec->v2 = n;
         spec->reentrant = !n;
+        return NGX_CONF_OK;
+    }
+
+    /* Curator's Revocable: InterProcessMutex and the read/write lock */
+
+    if (spec->type != NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "revocable=", 10) == 0)
+    {
+        n = ngx_http_zk_lock_choice(cf, value, 10, "on", "off");
+        if (n == NGX_ERROR) {
+            return NGX_CONF_ERROR;
+        }
+
+        spec->revocable = n;
         return NGX_CONF_OK;
     }
 
@@ -1114,6 +1188,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     s->state_handler = ngx_http_zk_lock_metrics_session;
     s->connect_handler = ngx_http_zk_lock_recipe_connected;
     s->expire_handler = ngx_http_zk_lock_recipe_expired;
+    s->jeopardy_handler = ngx_http_zk_lock_recipe_jeopardy;
     s->close_handler = ngx_http_zk_lock_recipe_free;
     s->watch_handler = ngx_http_zk_lock_wait_event;
 

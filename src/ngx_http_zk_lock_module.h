@@ -45,7 +45,8 @@ typedef enum {
     NGX_HTTP_ZK_LOCK_EV_BYPASSED,   /* stops waiting, or never started */
     NGX_HTTP_ZK_LOCK_EV_REJECTED,
     NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more */
-    NGX_HTTP_ZK_LOCK_EV_LOST        /* held no more: the session expired */
+    NGX_HTTP_ZK_LOCK_EV_LOST,       /* held no more: the session expired */
+    NGX_HTTP_ZK_LOCK_EV_REVOKED     /* revoked, waiting or holding */
 } ngx_http_zk_lock_event_e;
 
 
@@ -62,6 +63,7 @@ typedef struct {
     ngx_uint_t                    transient;  /* levels from variables */
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;
+    unsigned                      revocable:1;  /* Curator's Revoker */
 } ngx_http_zk_lock_spec_t;
 
 

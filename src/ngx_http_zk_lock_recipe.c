@@ -29,6 +29,7 @@ static void ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
 static ngx_uint_t ngx_http_zk_lock_recipe_reconnect(
     ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_recipe_let_go(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
     ngx_http_zk_lock_state_e state);
 static void ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node);
@@ -37,6 +38,11 @@ static void ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
     const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_recipe_stat(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_revoke_watch(ngx_http_zk_lock_node_t *node);
+static ngx_uint_t ngx_http_zk_lock_recipe_answered(
+    ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_recipe_revoke_done(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
     const void *data);
 static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
@@ -321,6 +327,110 @@ ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate)
 }
 
 
+/*
+ * Curator's Revocable: the node's data is watched, and "__REVOKE__" written
+ * into it (Curator's Revoker.attemptRevoke(), or by hand) asks its owner
+ * to let go: the node is deleted and the owner told, waiting or holding.
+ */
+
+void
+ngx_http_zk_lock_revocable(ngx_http_zk_lock_node_t *node)
+{
+    node->revocable = 1;
+}
+
+
+/* a node of this worker changed: a revocable one reads its data again */
+
+void
+ngx_http_zk_lock_recipe_changed(ngx_http_zk_lock_node_t *node)
+{
+    if (node->revocable) {
+        ngx_http_zk_lock_recipe_revoke_watch(node);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_recipe_revoke_watch(ngx_http_zk_lock_node_t *node)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    s = node->lock->session;
+
+    (void) ngx_http_zk_lock_path_child(buf, node->lock, node->name);
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
+                   ngx_http_zk_lock_recipe_revoke_done, node);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, node->log, 0,
+                      "zoo_awget(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        return;
+    }
+
+    node->pending++;
+}
+
+
+/*
+ * The reply to a read of a node that waited or held when it was sent:
+ * whether it still does, else it is freed if nothing else is to come.
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_recipe_answered(ngx_http_zk_lock_node_t *node)
+{
+    node->pending--;
+
+    if (node->lock->session->exiting) {
+        return 0;
+    }
+
+    if (node->state != NGX_HTTP_ZK_LOCK_WAITING
+        && node->state != NGX_HTTP_ZK_LOCK_HELD)
+    {
+        /* released, or failed meanwhile */
+        ngx_http_zk_lock_recipe_node_gc(node);
+        return 0;
+    }
+
+    return 1;
+}
+
+
+static void
+ngx_http_zk_lock_recipe_revoke_done(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+
+    if (!ngx_http_zk_lock_recipe_answered(node)) {
+        return;
+    }
+
+    if (rc != ZOK || value == NULL || value_len != 10
+        || ngx_strncmp(value, "__REVOKE__", 10) != 0)
+    {
+        /* another change, or gone: a deletion is heard of elsewhere */
+        return;
+    }
+
+    if (node->state == NGX_HTTP_ZK_LOCK_WAITING) {
+        node->was_waiting = 1;
+    }
+
+    node->error = NGX_HTTP_ZK_LOCK_REVOKED;
+    ngx_http_zk_lock_recipe_delete(node);
+    ngx_http_zk_lock_recipe_tell(node);
+}
+
+
 ngx_uint_t
 ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node)
 {
@@ -408,6 +518,39 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
     }
 
     ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_expire);
+}
+
+
+/*
+ * The session may expire before the worker can hear of it (see
+ * session_probe_handler()): its holders are told now that they lost
+ * their locks, and their nodes are deleted should the session come back.
+ * Waiters keep their places: only a live session can make them hold.
+ */
+
+void
+ngx_http_zk_lock_recipe_jeopardy(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_let_go);
+}
+
+
+static ngx_uint_t
+ngx_http_zk_lock_recipe_let_go(ngx_http_zk_lock_node_t *node)
+{
+    /* a gate's hold is not its owner's, and goes once the owner holds */
+
+    if (node->state != NGX_HTTP_ZK_LOCK_HELD || node->untold
+        || node->notify == ngx_http_zk_lock_recipe_gate_notify)
+    {
+        return 0;
+    }
+
+    node->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
+    ngx_http_zk_lock_recipe_delete(node);
+    ngx_http_zk_lock_recipe_tell(node);
+
+    return 0;
 }
 
 
@@ -789,6 +932,10 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
             return;
         }
 
+        if (node->revocable) {
+            ngx_http_zk_lock_recipe_revoke_watch(node);
+        }
+
         if (node->seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
             ngx_http_zk_lock_recipe_wrapped(lock, name);
             return;
@@ -1098,6 +1245,10 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
 
     ngx_http_zk_lock_recipe_stat(node);
 
+    if (node->revocable) {
+        ngx_http_zk_lock_recipe_revoke_watch(node);
+    }
+
     return NGX_OK;
 }
 
@@ -1142,17 +1293,7 @@ ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
 {
     ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
 
-    node->pending--;
-
-    if (node->lock->session->exiting) {
-        return;
-    }
-
-    if (node->state != NGX_HTTP_ZK_LOCK_WAITING
-        && node->state != NGX_HTTP_ZK_LOCK_HELD)
-    {
-        /* released, or failed meanwhile */
-        ngx_http_zk_lock_recipe_node_gc(node);
+    if (!ngx_http_zk_lock_recipe_answered(node)) {
         return;
     }
 

@@ -118,6 +118,7 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      deferred:1; /* no listing after create */
     unsigned                      trying:1;   /* fails rather than waits */
     unsigned                      untold:1;   /* held, its token to come */
+    unsigned                      revocable:1; /* watches its own data */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
@@ -138,6 +139,12 @@ struct ngx_http_zk_lock_node_s {
 /* the error of a trying node that found the lock taken: not ZooKeeper's */
 #define NGX_HTTP_ZK_LOCK_BUSY     1
 
+/* the error of a revocable node whose data asks it to let go */
+#define NGX_HTTP_ZK_LOCK_REVOKED  2
+
+/* the error of a held node whose session may expire unheard of */
+#define NGX_HTTP_ZK_LOCK_JEOPARDY  3
+
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
@@ -153,11 +160,13 @@ u_char *ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node,
     ngx_uint_t levels);
 void ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node);
+void ngx_http_zk_lock_revocable(ngx_http_zk_lock_node_t *node);
 ngx_uint_t ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s,
     ngx_str_t *path);
 
 void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_recipe_jeopardy(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_counter_t *c);
@@ -175,6 +184,7 @@ void ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc);
 void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name);
+void ngx_http_zk_lock_recipe_changed(ngx_http_zk_lock_node_t *node);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */

@@ -27,6 +27,15 @@
 /* how long an exiting worker waits for the answers to its last requests */
 #define NGX_HTTP_ZK_LOCK_DRAIN  1000
 
+/*
+ * Jeopardy: the server may expire the session a session timeout after it
+ * last heard from the worker, and the worker hears of it only once it gets
+ * through again.  Holders are let go a MARGIN-th of the timeout before the
+ * earliest expiry; probes, PROBES per timeout, keep that point ahead.
+ */
+#define NGX_HTTP_ZK_LOCK_PROBES  6
+#define NGX_HTTP_ZK_LOCK_MARGIN  4
+
 /* the client's repeated log lines: how many told apart, for how long */
 #define NGX_HTTP_ZK_LOCK_ZLOG_SEEN   4
 #define NGX_HTTP_ZK_LOCK_ZLOG_QUIET  10
@@ -56,6 +65,10 @@ static void ngx_http_zk_lock_session_write_handler(ngx_event_t *wev);
 static int ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s,
     int events);
 static void ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
+    const void *data);
 static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_session_pt handler);
@@ -110,6 +123,11 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     s->update.data = s;
     s->update.log = &s->log;
     s->update.cancelable = 1;
+
+    s->probe.handler = ngx_http_zk_lock_session_probe_handler;
+    s->probe.data = s;
+    s->probe.log = &s->log;
+    s->probe.cancelable = 1;
 
     s->renew.handler = ngx_http_zk_lock_session_renew_handler;
     s->renew.data = s;
@@ -918,6 +936,105 @@ ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
 }
 
 
+/*
+ * Holders must let go before the server can give their locks away, even
+ * when the worker cannot reach it (a partition leaves the socket open and
+ * silent: the client notices after two thirds of the timeout, the expiry
+ * only once it gets through again).  The server cannot expire the session
+ * before a timeout after it last heard from the worker, which is at the
+ * latest when a request it answered was sent: past that minus a margin,
+ * the session is in jeopardy and its owner lets its holders go.  A blip
+ * shorter than the margin, such as a leader's failover, cuts nobody.
+ */
+
+static void
+ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
+{
+    ngx_msec_t                   limit, next, silent;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = ev->data;
+
+    if (s->exiting || s->zh == NULL || !s->live) {
+        return;
+    }
+
+    limit = s->negotiated - s->negotiated / NGX_HTTP_ZK_LOCK_MARGIN;
+    silent = ngx_current_msec - s->heard;
+
+    if (silent >= limit) {
+
+        if (!s->jeopardy) {
+            s->jeopardy = 1;
+
+            ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+                          "no word from zookeeper for %M ms, session 0x%xL "
+                          "may expire %M ms after it: its locks are let go",
+                          silent, (int64_t) zoo_client_id(s->zh)->client_id,
+                          s->negotiated);
+        }
+
+        /* and again while it lasts: a watch event may make a holder */
+
+        ngx_http_zk_lock_session_tell(s, s->jeopardy_handler);
+    }
+
+    if (s->connected && !s->probing) {
+        ngx_http_zk_lock_session_probe(s);
+    }
+
+    next = s->negotiated / NGX_HTTP_ZK_LOCK_PROBES;
+
+    if (!s->jeopardy && limit - silent < next) {
+        next = limit - silent;
+    }
+
+    ngx_add_timer(ev, next);
+}
+
+
+static void
+ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_session_batch(s);
+
+    if (zoo_aexists(s->zh, "/", 0, ngx_http_zk_lock_session_probed, s)
+        != ZOK)
+    {
+        return;
+    }
+
+    s->probing = 1;
+    s->probe_sent = ngx_current_msec;
+}
+
+
+static void
+ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
+    const void *data)
+{
+    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+
+    s->probing = 0;
+
+    /* an answer, not the client's own error (connection loss, closing) */
+
+    if (s->exiting || (rc != ZOK && rc != ZNONODE)) {
+        return;
+    }
+
+    s->heard = s->probe_sent;
+
+    if (s->jeopardy) {
+        s->jeopardy = 0;
+
+        ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                      "zookeeper session 0x%xL is heard from again",
+                      (int64_t) zoo_client_id(s->zh)->client_id);
+    }
+}
+
+
 /* the session's watcher, and the watcher of every node watch */
 
 void
@@ -960,6 +1077,23 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
         s->attempts = 0;
         server = zoo_get_current_server(s->zh);
 
+        s->negotiated = (ngx_msec_t) zoo_recv_timeout(s->zh);
+
+        if (!s->live) {
+            /* a new session: nothing of it is older than this */
+            s->live = 1;
+            s->heard = ngx_current_msec;
+        }
+
+        if (!s->probing) {
+            ngx_http_zk_lock_session_probe(s);
+        }
+
+        if (!s->probe.timer_set) {
+            ngx_add_timer(&s->probe,
+                          s->negotiated / NGX_HTTP_ZK_LOCK_PROBES);
+        }
+
         ngx_log_error(NGX_LOG_INFO, &s->log, 0,
                       "zookeeper session 0x%xL connected to %s",
                       (int64_t) zoo_client_id(s->zh)->client_id,
@@ -987,6 +1121,8 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
 
     if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
         s->connected = 0;
+        s->live = 0;
+        s->jeopardy = 0;
 
         ngx_log_error(NGX_LOG_WARN, &s->log, 0,
                       "zookeeper session 0x%xL %s, starting a new one",

@@ -71,10 +71,21 @@ struct ngx_http_zk_lock_session_s {
     uint64_t                      uuid_seq;
     u_char                        ours[3 + NGX_HTTP_ZK_LOCK_UUID_LEN];
 
+    /*
+     * The time a request that the server answered was sent, the latest:
+     * the server heard from the worker then, and cannot expire the
+     * session until a session timeout later.  Probes keep it fresh.
+     */
+    ngx_event_t                   probe;
+    ngx_msec_t                    heard;
+    ngx_msec_t                    probe_sent;
+    ngx_msec_t                    negotiated; /* the server's timeout */
+
     /* the owner's: each may be NULL */
     ngx_http_zk_lock_session_pt   state_handler;   /* any change of state */
     ngx_http_zk_lock_session_pt   connect_handler; /* connected, or again */
     ngx_http_zk_lock_session_pt   expire_handler;  /* its nodes are gone */
+    ngx_http_zk_lock_session_pt   jeopardy_handler; /* it may expire */
     ngx_http_zk_lock_session_pt   close_handler;   /* at exit, closed */
     ngx_http_zk_lock_watch_pt     watch_handler;   /* a node watch fired */
     void                         *data;
@@ -85,6 +96,9 @@ struct ngx_http_zk_lock_session_s {
     unsigned                      verified:1; /* conn checked, connected */
     unsigned                      corked:1;   /* requests are being batched */
     unsigned                      drained:1;  /* all answered, at exit */
+    unsigned                      live:1;     /* connected once: has nodes */
+    unsigned                      probing:1;  /* a probe is unanswered */
+    unsigned                      jeopardy:1; /* heard from too long ago */
 };
 
 

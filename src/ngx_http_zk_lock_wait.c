@@ -79,8 +79,9 @@ static void ngx_http_zk_lock_wait_promote(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_wait_self(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_wait_self_done(int rc, const struct Stat *stat,
     const void *data);
-static void ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_t *lock,
-    uint32_t seq);
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_wait_own(
+    ngx_http_zk_lock_t *lock, uint32_t seq);
+static void ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_node_t *node);
 
 
 /* what a lock path tells: a listing, a node gone (see recipe_handler()) */
@@ -97,9 +98,10 @@ void
 ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
     const char *path)
 {
-    u_char              *p;
-    uint32_t             seq;
-    ngx_http_zk_lock_t  *lock;
+    u_char                   *p;
+    uint32_t                  seq;
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_node_t  *node;
 
     if (ngx_http_zk_lock_counter_watch(s, path) == NGX_OK) {
         return;
@@ -134,8 +136,20 @@ ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
 
     if (ngx_http_zk_lock_session_ours(s, p + 1)) {
 
+        /* not one being deleted by us: the delete's reply counts it */
+
+        node = ngx_http_zk_lock_wait_own(lock, seq);
+
+        if (node == NULL) {
+            return;
+        }
+
         if (type == ZOO_DELETED_EVENT) {
-            ngx_http_zk_lock_wait_self_deleted(lock, seq);
+            ngx_http_zk_lock_wait_self_deleted(node);
+
+        } else if (type == ZOO_CHANGED_EVENT) {
+            /* its data: perhaps a revocation, see recipe_changed() */
+            ngx_http_zk_lock_recipe_changed(node);
         }
 
         return;
@@ -640,7 +654,7 @@ ngx_http_zk_lock_wait_self_done(int rc, const struct Stat *stat,
     }
 
     if (rc == ZNONODE) {
-        ngx_http_zk_lock_wait_self_deleted(node->lock, node->seq);
+        ngx_http_zk_lock_wait_self_deleted(node);
         return;
     }
 
@@ -651,10 +665,10 @@ ngx_http_zk_lock_wait_self_done(int rc, const struct Stat *stat,
 }
 
 
-/* someone else deleted a node of this worker */
+/* a node of this worker that waits or holds */
 
-static void
-ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
+static ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_wait_own(ngx_http_zk_lock_t *lock, uint32_t seq)
 {
     ngx_queue_t              *q;
     ngx_http_zk_lock_node_t  *node;
@@ -665,24 +679,31 @@ ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_t *lock, uint32_t seq)
     {
         node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
-        if (node->seq != seq
-            || (node->state != NGX_HTTP_ZK_LOCK_WAITING
-                && node->state != NGX_HTTP_ZK_LOCK_HELD))
+        if (node->seq == seq
+            && (node->state == NGX_HTTP_ZK_LOCK_WAITING
+                || node->state == NGX_HTTP_ZK_LOCK_HELD))
         {
-            /* our own delete: its reply counts it */
-            continue;
+            return node;
         }
-
-        ngx_log_error(NGX_LOG_WARN, node->log, 0,
-                      "zookeeper node \"%s/%s\" vanished%s", lock->path,
-                      node->name, node->state == NGX_HTTP_ZK_LOCK_HELD
-                                  ? ": lock lost" : "");
-
-        node->promote = 0;
-        ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
-
-        /* who was behind it learns from a listing when it went */
-        ngx_http_zk_lock_path_relist(lock);
-        return;
     }
+
+    return NULL;
+}
+
+
+/* someone else deleted a node of this worker */
+
+static void
+ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_node_t *node)
+{
+    ngx_log_error(NGX_LOG_WARN, node->log, 0,
+                  "zookeeper node \"%s/%s\" vanished%s", node->lock->path,
+                  node->name, node->state == NGX_HTTP_ZK_LOCK_HELD
+                              ? ": lock lost" : "");
+
+    node->promote = 0;
+    ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
+
+    /* who was behind it learns from a listing when it went */
+    ngx_http_zk_lock_path_relist(node->lock);
 }

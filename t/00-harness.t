@@ -97,8 +97,16 @@ subtest 'backend concurrency accounting' => sub {
     is(http_get($be->port, '/e?status=503')->{status}, 503, 'status arg');
     $be->reset;
     is_deeply($be->stats('par'),
-        { inflight => 0, max => 0, count => 0, order => [] }, 'reset');
+        { inflight => 0, max => 0, count => 0, order => [], hangups => 0 },
+        'reset');
     is_deeply($be->stats, {}, 'reset clears all keys');
+
+    my $t1 = time;
+    http_abort_after($be->port, '/h?key=hang&sleep=20000&hangup=1', 0.3);
+    ok(wait_for(sub { $be->stats('hang')->{hangups} }, 10),
+        'hangup=1: the request ends when its client goes away');
+    cmp_ok(time - $t1, '<', 10, '... long before its sleep');
+    is($be->stats('hang')->{inflight}, 0, '... and is no longer in flight');
 };
 
 # -------------------------------------------------------------------- nginx

@@ -191,6 +191,13 @@ my @bad = (
     [ 'zk_hosts with a bad port in the list',
       "zk_hosts 127.0.0.1:2181,127.0.0.2:99999/x;\n" . server_with('zk_mutex /a;'),
       qr/invalid host "127\.0\.0\.2:99999"/ ],
+    [ 'zk_hosts with a name that does not resolve',
+      "zk_hosts 127.0.0.1:2181,no-such-host.invalid:2181;\n"
+          . server_with('zk_mutex /a;'),
+      qr/invalid host "no-such-host\.invalid:2181" in "[^"]+", host not found/ ],
+    [ 'zk_hosts with a unix socket',
+      "zk_hosts unix:/tmp/zk.sock;\n" . server_with('zk_mutex /a;'),
+      qr/invalid host "unix:"/ ],
     [ 'zk_hosts in a server block',
       <<"EOF",
     server {

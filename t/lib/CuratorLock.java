@@ -6,7 +6,8 @@
  *
  * kind: mutex (InterProcessMutex), semaphore (InterProcessSemaphore, v1),
  * semv2 (InterProcessSemaphoreV2), semmutex (InterProcessSemaphoreMutex),
- * read, write (InterProcessReadWriteLock).
+ * read, write (InterProcessReadWriteLock); revoke: Curator's
+ * Revoker.attemptRevoke() on the node <path> (prints "REVOKE SENT").
  *
  * Prints "READY", then "ACQUIRED <epoch ms>" and "RELEASED <epoch ms>", or
  * "TIMEOUT" when the lock did not come within <wait ms> (default 60 s).
@@ -23,6 +24,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessSemaphore;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryOneTime;
 
 
@@ -42,6 +44,14 @@ public class CuratorLock {
 
         System.out.println("READY");
         System.out.flush();
+
+        if (kind.equals("revoke")) {
+            Revoker.attemptRevoke(client, path);
+            System.out.println("REVOKE SENT");
+            System.out.flush();
+            client.close();
+            return;
+        }
 
         boolean got;
         Lease lease = null;

@@ -8,12 +8,16 @@ Any request (any method) to a path other than /_stats and /_reset:
   sleep = query arg, milliseconds to hold the request (default 0)
   id    = query arg, appended to order[key] when handling STARTS
   status= query arg, HTTP status to answer with (default 200)
+  hangup= query arg: if 1, the request ends as soon as its client (nginx)
+          closes the connection, as an upstream that notices does, and
+          counts in "hangups"
 It counts the request in flight for its whole duration, so the tests can
 see how many requests nginx let through at once per key:
   body "ok key=<key> id=<id> inflight=<n>\\n", n = in flight at start,
   including this one (also sent as header X-Inflight).
 
-GET /_stats?key=K -> {"inflight":n,"max":n,"count":n,"order":[...]} for K
+GET /_stats?key=K -> {"inflight":n,"max":n,"count":n,"order":[...],
+                      "hangups":n} for K
 GET /_stats       -> {"<key>": {...}, ...} for every key seen
 GET /_reset       -> clears everything, answers {"reset":true}
 
@@ -22,6 +26,8 @@ One thread per connection, so sleeping requests really overlap.
 
 import argparse
 import json
+import select
+import socket
 import sys
 import threading
 import time
@@ -33,7 +39,7 @@ STATS = {}
 
 
 def new_entry():
-    return {"inflight": 0, "max": 0, "count": 0, "order": []}
+    return {"inflight": 0, "max": 0, "count": 0, "order": [], "hangups": 0}
 
 
 def entry(key):
@@ -106,16 +112,43 @@ class Handler(BaseHTTPRequestHandler):
             if "id" in q:
                 e["order"].append(rid)
             n = e["inflight"]
+        gone = False
         try:
-            time.sleep(float(q.get("sleep", 0)) / 1000.0)
+            if q.get("hangup") == "1":
+                gone = self.sleep_unless_gone(float(q.get("sleep", 0)))
+            else:
+                time.sleep(float(q.get("sleep", 0)) / 1000.0)
         finally:
             with LOCK:
                 e = entry(key)
                 e["inflight"] -= 1
                 e["count"] += 1
+                if gone:
+                    e["hangups"] += 1
+        if gone:
+            self.close_connection = True
+            return
         self.send_body(int(q.get("status", 200)),
                        "ok key=%s id=%s inflight=%d\n" % (key, rid, n),
                        extra={"X-Inflight": str(n)})
+
+    def sleep_unless_gone(self, ms):
+        """Sleeps ms, or less if the client goes away (True then)."""
+        end = time.monotonic() + ms / 1000.0
+        sock = self.connection
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            r, _, _ = select.select([sock], [], [], min(left, 0.02))
+            if r:
+                try:
+                    data = sock.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    return True
+                if not data:
+                    return True
+                time.sleep(min(left, 0.02))  # a pipelined request: wait
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = handle_any
 

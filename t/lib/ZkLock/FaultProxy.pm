@@ -59,6 +59,15 @@ server go away and stay away, while ZooKeeper sees a silent client (its
 session expires once $seconds exceed the session timeout). Returns the
 time of the cut.
 
+=item partition($seconds)
+
+For $seconds, every connection, open or accepted meanwhile, is a
+partition: both sides' bytes are read and swallowed, and the sockets stay
+open, so that the client hears nothing and sees no error (it notices only
+by its own timeout), and ZooKeeper hears nothing (the session expires once
+$seconds exceed its timeout).  Then those connections are closed and new
+ones are forwarded again. Returns the time the partition started.
+
 =item stats -> { accepted, open, mode, faults => [...], creates => [...] }
 
 faults: one entry per blackhole, { started, closed (time or undef), conns,
@@ -159,6 +168,11 @@ sub cut {
     return $self->_command("cut $seconds")->{started};
 }
 
+sub partition {
+    my ($self, $seconds) = @_;
+    return $self->_command("partition $seconds")->{started};
+}
+
 sub stats { $_[0]->_command('stats') }
 
 sub stop {
@@ -182,7 +196,7 @@ sub _serve {
     my %conns;        # id => conn
     my $next_id = 0;
     my ($accepted, @creates, @faults, $fault) = (0);
-    my $cut_until = 0;
+    my ($cut_until, $part_until) = (0, 0);
     my $ctl_buf = '';
 
     my $close = sub {
@@ -218,12 +232,24 @@ sub _serve {
             $timeout = $at - time;
             $timeout = 0 if $timeout < 0;
         }
+        if ($part_until) {
+            my $left = $part_until - time;
+            $left = 0 if $left < 0;
+            $timeout = $left if !defined $timeout || $left < $timeout;
+        }
         my @ready = $sel->can_read($timeout);
         for my $fh (@ready) {
             if ($fh == $listen) {
                 my $cli = $listen->accept or next;
                 if (time < $cut_until) {
                     close $cli;
+                    next;
+                }
+                if ($part_until) {
+                    my $c = { id => ++$next_id, cli => $cli, parted => 1 };
+                    $conns{ $c->{id} } = $c;
+                    $by_fd{ fileno $cli } = [ $c, 'cli' ];
+                    $sel->add($cli);
                     next;
                 }
                 my $srv = IO::Socket::INET->new(PeerAddr => $thost,
@@ -264,10 +290,16 @@ sub _serve {
                         $close->($_) for values %conns;
                         $cut_until = $now + $w[0];
                         $answer->({ started => $now });
+                    } elsif ($cmd eq 'partition') {
+                        my $now = time;
+                        $_->{parted} = 1 for values %conns;
+                        $part_until = $now + $w[0];
+                        $answer->({ started => $now });
                     } elsif ($cmd eq 'stats') {
                         $answer->({ accepted => $accepted,
                             open => scalar(keys %conns),
-                            mode => $fault ? 'blackhole' : 'normal',
+                            mode => $part_until ? 'partition'
+                                  : $fault ? 'blackhole' : 'normal',
                             faults => [ map { _public($_) } @faults ],
                             creates => \@creates });
                     } else {
@@ -288,6 +320,7 @@ sub _serve {
                 $close->($c);
                 next;
             }
+            next if $c->{parted};
             if ($side eq 'cli') {
                 for my $rec (_parse_requests($c, $data)) {
                     push @creates, $rec;
@@ -307,6 +340,10 @@ sub _serve {
                 next;
             }
             $close->($c) unless $write_all->($c->{cli}, $data);
+        }
+        if ($part_until && time >= $part_until) {
+            $close->($_) for grep { $_->{parted} } values %conns;
+            $part_until = 0;
         }
         if ($fault && time >= ($fault->{close_at} // $fault->{max_at})) {
             my @victims = grep { $_->{blackholed} } values %conns;
