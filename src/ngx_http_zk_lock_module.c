@@ -26,8 +26,8 @@ static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
 static ngx_int_t ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value,
     size_t skip, char *yes, char *no);
 static ngx_int_t ngx_http_zk_lock_check_path(ngx_str_t *path);
-static ngx_int_t ngx_http_zk_lock_resolve_hosts(ngx_conf_t *cf,
-    ngx_str_t *value, u_char *last, ngx_str_t *hosts);
+static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
+    ngx_http_zk_lock_hosts_t *h);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -266,7 +266,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
     /*
      * set by ngx_pcalloc():
      *
-     *     lmcf->hosts = { 0, NULL };
+     *     lmcf->hosts = NULL;
      *     lmcf->chroot = { 0, NULL };
      *     lmcf->session = NULL;
      *     lmcf->used = { 0, NULL };
@@ -378,7 +378,7 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t   *value, seg;
     const char  *err;
 
-    if (lmcf->hosts.data) {
+    if (lmcf->hosts) {
         return "is duplicate";
     }
 
@@ -393,8 +393,13 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     last = value[1].data + value[1].len;
     p = ngx_strlchr(value[1].data, last, '/');
 
-    if (ngx_http_zk_lock_resolve_hosts(cf, &value[1], p ? p : last,
-                                       &lmcf->hosts)
+    lmcf->hosts = ngx_pcalloc(cf->pool, sizeof(ngx_http_zk_lock_hosts_t));
+    if (lmcf->hosts == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_http_zk_lock_hosts_parse(cf, lmcf->hosts, &value[1],
+                                     p ? p : last)
         != NGX_OK)
     {
         return NGX_CONF_ERROR;
@@ -486,90 +491,6 @@ ngx_http_zk_lock_check_path(ngx_str_t *path)
 
 /* a list of host:port, checked here rather than by the client at run time */
 
-/*
- * Host names are resolved here, once, as proxy_pass resolves a static
- * name: given names, the C client would call getaddrinfo() from the worker
- * at every connect, and a DNS that does not answer would stop the whole
- * worker meanwhile.  The client is given addresses only ("a.b.c.d:port",
- * IPv6 without brackets: it splits at the last colon); a reload resolves
- * the names again.
- */
-
-static ngx_int_t
-ngx_http_zk_lock_resolve_hosts(ngx_conf_t *cf, ngx_str_t *value,
-    u_char *last, ngx_str_t *hosts)
-{
-    u_char       *p, *host, *d;
-    size_t        len;
-    ngx_uint_t    i, j;
-    ngx_url_t    *u;
-    ngx_array_t   urls;
-
-    if (ngx_array_init(&urls, cf->temp_pool, 4, sizeof(ngx_url_t))
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    /* the chroot, and the null the client wants */
-    len = value->data + value->len - last + 1;
-
-    for (host = value->data; host < last; host = p + 1) {
-
-        p = ngx_strlchr(host, last, ',');
-        if (p == NULL) {
-            p = last;
-        }
-
-        u = ngx_array_push(&urls);
-        if (u == NULL) {
-            return NGX_ERROR;
-        }
-
-        ngx_memzero(u, sizeof(ngx_url_t));
-        u->url.data = host;
-        u->url.len = p - host;
-
-        if (ngx_parse_url(cf->pool, u) != NGX_OK || u->no_port
-            || u->naddrs == 0 || u->family == AF_UNIX)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid host \"%V\" in \"%V\", %s",
-                               &u->url, value,
-                               u->err ? u->err : "host:port expected");
-            return NGX_ERROR;
-        }
-
-        len += u->naddrs * (NGX_SOCKADDR_STRLEN + 1);
-    }
-
-    d = ngx_pnalloc(cf->pool, len);
-    if (d == NULL) {
-        return NGX_ERROR;
-    }
-
-    hosts->data = d;
-    u = urls.elts;
-
-    for (i = 0; i < urls.nelts; i++) {
-        for (j = 0; j < u[i].naddrs; j++) {
-            if (d != hosts->data) {
-                *d++ = ',';
-            }
-
-            d += ngx_sock_ntop(u[i].addrs[j].sockaddr,
-                               u[i].addrs[j].socklen, d,
-                               NGX_SOCKADDR_STRLEN, 0);
-            d = ngx_sprintf(d, ":%d", (int) u[i].port);
-        }
-    }
-
-    d = ngx_cpymem(d, last, value->data + value->len - last);
-    *d = '\0';
-    hosts->len = d - hosts->data;
-
-    return NGX_OK;
-}
 
 
 /*
@@ -1090,6 +1011,31 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 }
 
 
+/*
+ * With a "resolver" in the http block, the workers resolve the names of
+ * zk_hosts themselves, without blocking, and again as they reconnect;
+ * without one, they are resolved now, once.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_init_hosts(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    if (ngx_http_zk_lock_hosts_names(h)
+        && clcf->resolver && clcf->resolver->connections.nelts)
+    {
+        h->resolver = clcf->resolver;
+        h->resolver_timeout = (clcf->resolver_timeout == NGX_CONF_UNSET_MSEC)
+                              ? 30000 : clcf->resolver_timeout;
+    }
+
+    return ngx_http_zk_lock_hosts_load(cf, h);
+}
+
+
 static ngx_int_t
 ngx_http_zk_lock_init(ngx_conf_t *cf)
 {
@@ -1104,10 +1050,14 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
         return NGX_OK;
     }
 
-    if (lmcf->hosts.data == NULL) {
+    if (lmcf->hosts == NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"%V\" is used but \"zk_hosts\" is not set",
                            &lmcf->used);
+        return NGX_ERROR;
+    }
+
+    if (ngx_http_zk_lock_init_hosts(cf, lmcf->hosts) != NGX_OK) {
         return NGX_ERROR;
     }
 

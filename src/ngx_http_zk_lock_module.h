@@ -68,7 +68,7 @@ typedef struct {
 
 
 typedef struct {
-    ngx_str_t                     hosts;      /* null-terminated */
+    ngx_http_zk_lock_hosts_t     *hosts;
     ngx_str_t                     chroot;
     ngx_msec_t                    session_timeout;
     ngx_uint_t                    max_waiting; /* of a worker, all paths */

@@ -70,6 +70,7 @@ static void ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
     const void *data);
 static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h);
 static void ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_session_pt handler);
 static void ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s,
@@ -92,7 +93,6 @@ ngx_int_t
 ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_t *s)
 {
-    u_char    *p;
     ssize_t    n;
     ngx_fd_t   fd;
 
@@ -102,13 +102,10 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     s->log.action = "talking to zookeeper";
     ngx_http_zk_lock_session_log = &s->log;
 
-    s->nhosts = 1;
-
-    for (p = s->hosts.data; *p; p++) {
-        if (*p == ',') {
-            s->nhosts++;
-        }
-    }
+    s->hosts->handler = ngx_http_zk_lock_session_resolved;
+    s->hosts->data = s;
+    s->hosts->log = &s->log;
+    s->nhosts = s->hosts->list ? s->hosts->naddrs : 1;
 
     ngx_rbtree_init(&s->locks, &s->sentinel, ngx_str_rbtree_insert_value);
     ngx_queue_init(&s->all);
@@ -399,7 +396,12 @@ ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
 {
     int  rc;
 
-    s->zh = zookeeper_init2((char *) s->hosts.data,
+    if (s->hosts->list == NULL) {
+        /* names only, none resolved yet: see session_resolved() */
+        return ngx_http_zk_lock_hosts_resolve(s->hosts);
+    }
+
+    s->zh = zookeeper_init2((char *) s->hosts->list,
                             ngx_http_zk_lock_session_watcher,
                             (int) s->timeout, NULL, s, 0,
                             ngx_http_zk_lock_session_zlog);
@@ -409,6 +411,8 @@ ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
                       "zookeeper_init() failed");
         return NGX_ERROR;
     }
+
+    s->stale = 0;
 
     /* the client keeps the credentials, and sends them on every connect */
 
@@ -512,6 +516,11 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
             s->next_attempt = ngx_current_msec
                               + ngx_http_zk_lock_session_backoff(s);
             s->attempts++;
+
+            if (s->hosts->resolver && s->attempts % s->nhosts == 0) {
+                /* a round has failed: perhaps the names have moved */
+                (void) ngx_http_zk_lock_hosts_resolve(s->hosts);
+            }
 
             ngx_memcpy(last, s->last_server, sizeof(last));
             ngx_http_zk_lock_session_next_server(s);
@@ -937,6 +946,76 @@ ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
 
 
 /*
+ * The names of zk_hosts have been resolved by nginx's resolver: a session
+ * waiting for its first addresses starts, one reconnecting is given the
+ * new ones, one connected is given them when it next reconnects.
+ */
+
+static void
+ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h)
+{
+    int                          rc;
+    u_char                      *chroot;
+    ngx_http_zk_lock_session_t  *s;
+
+    s = h->data;
+
+    if (s->exiting) {
+        return;
+    }
+
+    if (h->list == NULL) {
+        /* none has resolved yet: asked again, as a failed start is */
+
+        if (!s->renew.timer_set) {
+            ngx_add_timer(&s->renew, NGX_HTTP_ZK_LOCK_BACKOFF_MAX);
+        }
+
+        return;
+    }
+
+    s->nhosts = h->naddrs;
+
+    if (s->zh == NULL) {
+        if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
+            ngx_add_timer(&s->renew, s->timeout);
+        }
+
+        return;
+    }
+
+    /* once connected, the client would drop a connection to move */
+
+    s->stale |= h->changed;
+
+    if (!s->stale || s->connected) {
+        return;
+    }
+
+    s->stale = 0;
+
+    ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                  "zk_hosts \"%V\" now resolve to \"%s\"", &h->text, h->list);
+
+    /* the client takes no chroot here */
+
+    chroot = h->list + ngx_strlen(h->list) - h->chroot.len;
+    *chroot = '\0';
+
+    rc = zoo_set_servers(s->zh, (char *) h->list);
+
+    if (h->chroot.len) {
+        *chroot = '/';
+    }
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_set_servers() failed (%d: %s)", rc, zerror(rc));
+    }
+}
+
+
+/*
  * Holders must let go before the server can give their locks away, even
  * when the worker cannot reach it (a partition leaves the socket open and
  * silent: the client notices after two thirds of the timeout, the expiry
@@ -1260,7 +1339,7 @@ ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
 
     s = log->data;
 
-    p = ngx_snprintf(buf, len, ", zookeeper: %V", &s->hosts);
+    p = ngx_snprintf(buf, len, ", zookeeper: %V", &s->hosts->text);
 
     return p;
 }

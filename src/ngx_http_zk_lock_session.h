@@ -13,6 +13,8 @@
 #include <ngx_event.h>
 #include <zookeeper/zookeeper.h>
 
+#include "ngx_http_zk_lock_hosts.h"
+
 
 /*
  * The ZooKeeper session of one worker process, shared by all its requests.
@@ -46,7 +48,7 @@ struct ngx_http_zk_lock_session_s {
     ngx_event_t                   renew;      /* new session after expiry */
     ngx_log_t                     log;
 
-    ngx_str_t                     hosts;
+    ngx_http_zk_lock_hosts_t     *hosts;
     ngx_str_t                     chroot;
     ngx_msec_t                    timeout;
     ngx_str_t                     auth;
@@ -99,6 +101,7 @@ struct ngx_http_zk_lock_session_s {
     unsigned                      live:1;     /* connected once: has nodes */
     unsigned                      probing:1;  /* a probe is unanswered */
     unsigned                      jeopardy:1; /* heard from too long ago */
+    unsigned                      stale:1;    /* the client's hosts are */
 };
 
 
