@@ -32,6 +32,7 @@ typedef struct {
     ngx_http_zk_lock_spec_t      *spec;
     ngx_http_zk_lock_node_t      *node;
     ngx_uint_t                    pass;
+    ngx_uint_t                    weight;     /* leases it takes */
 
     /* who took it: a second take by another is a re-entry */
     ngx_http_request_t           *request;
@@ -80,6 +81,8 @@ static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_get_ctx(
     ngx_http_request_t *r);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_create_ctx(
     ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_handler_eval_weight(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight);
 static ngx_int_t ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
 static ngx_int_t ngx_http_zk_lock_handler_hold_cmp(const void *one,
@@ -224,6 +227,12 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
         want[i].spec = &spec[i];
 
         rc = ngx_http_zk_lock_handler_eval_path(r, &spec[i], &want[i].path);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        rc = ngx_http_zk_lock_handler_eval_weight(r, &spec[i],
+                                                  &want[i].weight);
         if (rc != NGX_OK) {
             return rc;
         }
@@ -390,6 +399,44 @@ ngx_http_zk_lock_handler_create_ctx(ngx_http_request_t *r)
  * checked here, so that a value cannot add levels ("/", "..") or bytes
  * ZooKeeper refuses.
  */
+
+/*
+ * The leases a request takes (zk_semaphore weight=): from a variable, a
+ * number from 1 to the leases, else 400 before any node is made.  With a
+ * count read from ZooKeeper, a weight above it waits for it to grow.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_eval_weight(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight)
+{
+    ngx_int_t  n;
+    ngx_str_t  v;
+
+    if (spec->weight_cv == NULL) {
+        *weight = spec->weight;
+        return NGX_OK;
+    }
+
+    if (ngx_http_complex_value(r, spec->weight_cv, &v) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    n = ngx_atoi(v.data, v.len);
+
+    if (n < 1 || (spec->counter.len == 0 && (ngx_uint_t) n > spec->leases)) {
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "%s \"%V\": invalid weight \"%V\", 1 to %ui expected",
+                      ngx_http_zk_lock_directive(spec), &spec->name, &v,
+                      spec->leases);
+        return NGX_HTTP_BAD_REQUEST;
+    }
+
+    *weight = n;
+
+    return NGX_OK;
+}
+
 
 static ngx_int_t
 ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
@@ -663,7 +710,8 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
 
     if (spec->v2) {
         node = ngx_http_zk_lock_semv2_acquire(lmcf->session, &hold->path,
-                                              spec->leases, counter, &info,
+                                              spec->leases, hold->weight,
+                                              counter, &info,
                                               spec->transient,
                                               ngx_http_zk_lock_handler_told,
                                               ctx, r->connection->log);
@@ -671,7 +719,8 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     } else {
         node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
                                         ngx_http_zk_lock_types[spec->type].kind,
-                                        spec->leases, counter, &info,
+                                        spec->leases, hold->weight, counter,
+                                        &info,
                                         ngx_http_zk_lock_handler_told, ctx,
                                         r->connection->log);
 

@@ -26,6 +26,8 @@ static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
 static ngx_int_t ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value,
     size_t skip, char *yes, char *no);
 static ngx_int_t ngx_http_zk_lock_check_path(ngx_str_t *path);
+static char *ngx_http_zk_lock_weight(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
 static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
     ngx_http_zk_lock_hosts_t *h);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -434,6 +436,51 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* weight=<n> or weight=<$variable>, checked for each request */
+
+static char *
+ngx_http_zk_lock_weight(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    ngx_int_t                          n;
+    ngx_str_t                          v;
+    ngx_http_compile_complex_value_t   ccv;
+
+    v.data = value->data + 7;
+    v.len = value->len - 7;
+
+    if (ngx_http_script_variables_count(&v) == 0) {
+        n = ngx_atoi(v.data, v.len);
+
+        if (n < 1) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid weight \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        spec->weight = n;
+        return NGX_CONF_OK;
+    }
+
+    spec->weight_cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (spec->weight_cv == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+
+    ccv.cf = cf;
+    ccv.value = &v;
+    ccv.complex_value = spec->weight_cv;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* "name=yes" is 1, "name=no" is 0 */
 
 static ngx_int_t
@@ -496,6 +543,7 @@ ngx_http_zk_lock_check_path(ngx_str_t *path)
 /*
  * zk_mutex <path> [timeout=<time>] [reentrant=on|off] [revocable=on|off]
  * zk_semaphore <path> leases=<n> [timeout=<time>] [protocol=v1|v2]
+ *     [weight=<n>|<$variable>]
  * zk_rwlock <path> read|write [timeout=<time>] [revocable=on|off]
  */
 
@@ -532,6 +580,8 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     spec->v2 = 0;
     spec->reentrant = 1;
     spec->revocable = 0;
+    spec->weight = 1;
+    spec->weight_cv = NULL;
     ngx_str_null(&spec->counter);
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
@@ -608,6 +658,13 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         }
 
         dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
+    }
+
+    if (spec->weight > spec->leases && spec->counter.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"weight=%ui\" is more than \"leases=%ui\"",
+                           spec->weight, spec->leases);
+        return NGX_CONF_ERROR;
     }
 
     if (spec->revocable && spec->v2) {
@@ -701,6 +758,14 @@ ngx_http_zk_lock_param(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
         spec->v2 = n;
         spec->reentrant = !n;
         return NGX_CONF_OK;
+    }
+
+    /* Curator's acquire(qty), in one multi(): see ngx_http_zk_lock_group.c */
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "weight=", 7) == 0)
+    {
+        return ngx_http_zk_lock_weight(cf, spec, value);
     }
 
     /* Curator's Revocable: InterProcessMutex and the read/write lock */

@@ -64,6 +64,8 @@ typedef struct {
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;
     unsigned                      revocable:1;  /* Curator's Revoker */
+    ngx_uint_t                    weight;     /* leases a request takes */
+    ngx_http_complex_value_t     *weight_cv;  /* or from a variable */
 } ngx_http_zk_lock_spec_t;
 
 

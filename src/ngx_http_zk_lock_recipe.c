@@ -9,6 +9,7 @@
 #include <ngx_event.h>
 
 #include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_group.h"
 
 
 #define NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS   3
@@ -20,7 +21,7 @@ typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
 
 static ngx_http_zk_lock_node_t *ngx_http_zk_lock_recipe_new(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 static void ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate);
@@ -48,6 +49,7 @@ static void ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
 static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_recipe_delete_done(int rc, const void *data);
+static void ngx_http_zk_lock_recipe_passenger_done(int rc, const void *data);
 
 
 /* who makes sense of a lock's listings and deletions, see wait.c */
@@ -68,14 +70,14 @@ static const char  *ngx_http_zk_lock_state_name[] = {
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     ngx_http_zk_lock_node_t  *node;
 
-    node = ngx_http_zk_lock_recipe_new(s, path, kind, leases, counter, info,
-                                       notify, data, log);
+    node = ngx_http_zk_lock_recipe_new(s, path, kind, leases, weight,
+                                       counter, info, notify, data, log);
     if (node == NULL) {
         return NULL;
     }
@@ -95,7 +97,7 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
 static ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
@@ -126,6 +128,7 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     node->lock = lock;
     node->kind = kind;
     node->leases = leases;
+    node->weight = weight;
     node->counter = counter;
     node->notify = notify;
     node->data = data;
@@ -281,14 +284,14 @@ ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_behind(ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter)
 {
     ngx_http_zk_lock_node_t  *node;
 
     node = ngx_http_zk_lock_recipe_new(gate->lock->session, path, kind, leases,
-                                       counter, &gate->info, gate->notify,
-                                       gate->data, gate->log);
+                                       weight, counter, &gate->info,
+                                       gate->notify, gate->data, gate->log);
     if (node == NULL) {
         return NULL;
     }
@@ -607,6 +610,7 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
             }
 
             ngx_queue_remove(q);
+            ngx_http_zk_lock_group_free(node);
             ngx_free(node);
         }
 
@@ -733,6 +737,7 @@ ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node)
     lock = node->lock;
 
     ngx_queue_remove(&node->queue);
+    ngx_http_zk_lock_group_free(node);
     ngx_free(node);
 
     lock->refs--;
@@ -848,14 +853,20 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
 
     /* the create's Stat carries the node's czxid: its fencing token */
 
-    rc = zoo_acreate2(s->zh, (char *) buf, (char *) node->info.data,
-                      (int) node->info.len, s->acl,
-                      ZOO_EPHEMERAL_SEQUENTIAL,
-                      ngx_http_zk_lock_recipe_create_done, node);
+    if (node->weight > 1) {
+        rc = ngx_http_zk_lock_group_create(node, buf,
+                                           ngx_http_zk_lock_recipe_create_done);
+
+    } else {
+        rc = zoo_acreate2(s->zh, (char *) buf, (char *) node->info.data,
+                          (int) node->info.len, s->acl,
+                          ZOO_EPHEMERAL_SEQUENTIAL,
+                          ngx_http_zk_lock_recipe_create_done, node);
+    }
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
-                      "zoo_acreate2(\"%s\") failed (%d: %s)",
+                      "zookeeper create of \"%s\" failed (%d: %s)",
                       buf, rc, zerror(rc));
         ngx_http_zk_lock_recipe_node_fail(node, rc);
         return;
@@ -934,6 +945,11 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
 
         if (node->revocable) {
             ngx_http_zk_lock_recipe_revoke_watch(node);
+        }
+
+        if (stat == NULL) {
+            /* a group's multi() answers no Stat: see recipe_stat() */
+            ngx_http_zk_lock_recipe_stat(node);
         }
 
         if (node->seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
@@ -1055,6 +1071,11 @@ ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node)
 
     ngx_http_zk_lock_session_batch(s);
 
+    if (node->npassengers) {
+        ngx_http_zk_lock_group_delete(node,
+                                      ngx_http_zk_lock_recipe_passenger_done);
+    }
+
     rc = zoo_adelete(s->zh, (char *) buf, -1,
                      ngx_http_zk_lock_recipe_delete_done, node);
 
@@ -1068,6 +1089,21 @@ ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node)
 
     ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_DELETING);
     node->pending++;
+}
+
+
+/* a passenger's delete: its node's own delete, answered next, tells */
+
+static void
+ngx_http_zk_lock_recipe_passenger_done(int rc, const void *data)
+{
+    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+
+    node->pending--;
+
+    if (!node->lock->session->exiting) {
+        ngx_http_zk_lock_recipe_node_gc(node);
+    }
 }
 
 
@@ -1108,6 +1144,7 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 
     if (rc == ZOK) {
         /* the nodes behind it are not watching it, see path_watch() */
+        ngx_http_zk_lock_group_gone(node);
         lock->owner->gone(lock, node->seq);
 
     } else if (rc == ZNONODE) {
@@ -1200,9 +1237,17 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
     (void) ngx_sprintf(prefix, "_c_%*s-",
                        (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid);
 
-    for (i = 0; i < n; i++) {
-        if (ngx_strncmp(children[i].name, prefix, sizeof(prefix) - 1) == 0) {
-            break;
+    if (node->weight > 1) {
+        i = ngx_http_zk_lock_group_adopt(node, children, n, prefix,
+                                         sizeof(prefix) - 1);
+
+    } else {
+        for (i = 0; i < n; i++) {
+            if (ngx_strncmp(children[i].name, prefix, sizeof(prefix) - 1)
+                == 0)
+            {
+                break;
+            }
         }
     }
 

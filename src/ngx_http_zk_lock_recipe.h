@@ -34,6 +34,14 @@
 
 typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
 
+
+/* the other nodes of a weighted participant, see ngx_http_zk_lock_group.c */
+
+typedef struct {
+    uint32_t                      seq;
+    u_char                        name[64];
+} ngx_http_zk_lock_passenger_t;
+
 typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
 
 
@@ -93,6 +101,9 @@ struct ngx_http_zk_lock_node_s {
     ngx_http_zk_lock_state_e      state;
     ngx_http_zk_lock_kind_e       kind;
     ngx_uint_t                    leases;     /* unless the counter says */
+    ngx_uint_t                    weight;     /* nodes it creates */
+    ngx_http_zk_lock_passenger_t *passengers; /* weight - 1 of them */
+    ngx_uint_t                    npassengers;
     ngx_http_zk_lock_counter_t   *counter;
     ngx_uint_t                    generation; /* session of the znode */
     ngx_uint_t                    pending;    /* completions to come */
@@ -148,12 +159,12 @@ struct ngx_http_zk_lock_node_s {
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_behind(
     ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter);
 void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
 u_char *ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node);

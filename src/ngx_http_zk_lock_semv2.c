@@ -30,7 +30,8 @@ static ngx_int_t ngx_http_zk_lock_semv2_path(ngx_str_t *dst, u_char *buf,
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_semv2_acquire(ngx_http_zk_lock_session_t *s,
-    ngx_str_t *path, ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter,
+    ngx_str_t *path, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_http_zk_lock_counter_t *counter,
     ngx_str_t *info, ngx_uint_t transient, ngx_http_zk_lock_notify_pt notify,
     void *data, ngx_log_t *log)
 {
@@ -48,14 +49,16 @@ ngx_http_zk_lock_semv2_acquire(ngx_http_zk_lock_session_t *s,
 
     /* the mutex's count is its own: one */
 
-    mutex = ngx_http_zk_lock_acquire(s, &locks, NGX_HTTP_ZK_LOCK_LEASE, 1,
+    mutex = ngx_http_zk_lock_acquire(s, &locks, NGX_HTTP_ZK_LOCK_LEASE, 1, 1,
                                      NULL, info, notify, data, log);
     if (mutex == NULL) {
         return NULL;
     }
 
+    /* the leases of a weighted request, all made while it holds */
+
     node = ngx_http_zk_lock_behind(mutex, &lease, NGX_HTTP_ZK_LOCK_COUNT,
-                                   leases, counter);
+                                   leases, weight, counter);
     if (node == NULL) {
         ngx_http_zk_lock_release(mutex);
         return NULL;

@@ -16,7 +16,7 @@
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_semv2_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_uint_t weight, ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
     ngx_uint_t transient, ngx_http_zk_lock_notify_pt notify, void *data,
     ngx_log_t *log);
 ngx_uint_t ngx_http_zk_lock_semv2_waiting(ngx_http_zk_lock_session_t *s,

@@ -8,6 +8,8 @@ Any request (any method) to a path other than /_stats and /_reset:
   sleep = query arg, milliseconds to hold the request (default 0)
   id    = query arg, appended to order[key] when handling STARTS
   status= query arg, HTTP status to answer with (default 200)
+  w     = query arg: what the request counts for in "inflight" and "max"
+          (default 1): the leases of a weighted lock
   hangup= query arg: if 1, the request ends as soon as its client (nginx)
           closes the connection, as an upstream that notices does, and
           counts in "hangups"
@@ -105,9 +107,10 @@ class Handler(BaseHTTPRequestHandler):
     def work(self, path, q):
         key = q.get("key", path)
         rid = q.get("id", "")
+        w = int(q.get("w", 1))
         with LOCK:
             e = entry(key)
-            e["inflight"] += 1
+            e["inflight"] += w
             e["max"] = max(e["max"], e["inflight"])
             if "id" in q:
                 e["order"].append(rid)
@@ -121,7 +124,7 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with LOCK:
                 e = entry(key)
-                e["inflight"] -= 1
+                e["inflight"] -= w
                 e["count"] += 1
                 if gone:
                     e["hangups"] += 1
