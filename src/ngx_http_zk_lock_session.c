@@ -967,6 +967,8 @@ ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h)
     if (h->list == NULL) {
         /* none has resolved yet: asked again, as a failed start is */
 
+        s->down = 1;
+
         if (!s->renew.timer_set) {
             ngx_add_timer(&s->renew, NGX_HTTP_ZK_LOCK_BACKOFF_MAX);
         }

@@ -16,7 +16,8 @@
 #     addresses while a location without a lock answers at once
 #  3. a resolver that never answers from the start: no session, unlocked
 #     locations answer at once, gated ones get zk_lock_status at their
-#     timeout; once it answers, the session starts
+#     timeout (zk_lock_fail open: through at once); once it answers, the
+#     session starts
 #  4. a name that moves (first where no ZooKeeper listens): the worker
 #     asks again after a failed round and connects to the new address
 #  5. a name that does not resolve fails nginx -t (t/config.t)
@@ -126,6 +127,11 @@ sub resolver_conf {
             zk_mutex /dns/m timeout=2s;
             proxy_pass http://%%BACKEND%%;
         }
+        location /open {
+            zk_mutex /dns/o timeout=5s;
+            zk_lock_fail open;
+            proxy_pass http://%%BACKEND%%;
+        }
         location /free {
             return 204;
         }
@@ -193,6 +199,11 @@ subtest 'a resolver that never answers from the start' => sub {
     cmp_ok(time - $t, '<', 4, '... at its 2 s timeout');
     unlike($rn->error_log, qr/zookeeper session \S+ connected/,
         'no session without an address');
+    $t = time;
+    $r = $rn->get('/open?key=r3o');
+    is($r->{headers}{'x-lock'}, 'BYPASSED',
+        'zk_lock_fail open: through, as when ZooKeeper is down');
+    cmp_ok(time - $t, '<', 1, '... at once, not at its 5 s timeout');
 
     dns_mute($dns, 0);
     ok(sessions_connected(15, $rn), 'the session starts once DNS answers');
