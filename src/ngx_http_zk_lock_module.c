@@ -660,7 +660,9 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
     }
 
-    if (spec->weight > spec->leases && spec->counter.len == 0) {
+    if (spec->leases && spec->weight > spec->leases
+        && spec->counter.len == 0)
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"weight=%ui\" is more than \"leases=%ui\"",
                            spec->weight, spec->leases);
