@@ -25,62 +25,14 @@
     ngx_http_zk_lock_types[(spec)->type].directive
 
 
-/* a lock the client request holds or waits for */
-
-typedef struct {
-    ngx_str_t                     path;
-    ngx_http_zk_lock_spec_t      *spec;
-    ngx_http_zk_lock_node_t      *node;
-    ngx_uint_t                    pass;
-    ngx_uint_t                    weight;     /* leases it takes */
-
-    /* who took it: a second take by another is a re-entry */
-    ngx_http_request_t           *request;
-    ngx_uint_t                    epoch;
-
-    unsigned                      abort:1;    /* zk_lock_lost abort */
-    unsigned                      counted:1;  /* as held, in the metrics */
-    unsigned                      bypassed:1; /* let through unlocked */
-} ngx_http_zk_lock_hold_t;
 
 
-/*
- * One per client request: the main request owns the locks, so that its
- * subrequests and internal redirects find them held.
- */
-
-typedef struct {
-    ngx_array_t                   holds;      /* ngx_http_zk_lock_hold_t */
-    ngx_uint_t                    waiting;    /* index in holds */
-
-    /* the locks of one location are taken, or given back, together */
-    ngx_uint_t                    pass;
-    void                         *pass_conf;
-
-    /* bumped by internal redirects, which clear r->ctx */
-    ngx_uint_t                    epoch;
-
-    ngx_http_request_t           *main;
-    ngx_http_request_t           *request;    /* the one that waits */
-    ngx_array_t                  *blocked;    /* others of the same client */
-    ngx_array_t                  *refused;    /* blocked by a failed wait */
-    ngx_int_t                     refused_status;
-    ngx_event_t                   timer;
-    ngx_msec_t                    started;
-    ngx_int_t                     status;     /* answer to the waiter */
-
-    /* for the variables */
-    ngx_http_zk_lock_event_e      result;
-    ngx_msec_t                    wait_time;
-} ngx_http_zk_lock_ctx_t;
-
-
-static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_find_ctx(
-    ngx_http_request_t *r, ngx_uint_t *found);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_get_ctx(
     ngx_http_request_t *r);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_create_ctx(
     ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_handler_eval(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_eval_weight(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight);
 static ngx_int_t ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
@@ -122,51 +74,10 @@ static void ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_cleanup(void *data);
 static void ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold);
-static ngx_int_t ngx_http_zk_lock_handler_result_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data);
-static ngx_int_t ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data);
-
-
-/* $zk_lock_status, by the event that ended a wait */
-
-static ngx_str_t  ngx_http_zk_lock_results[] = {
-    ngx_null_string,
-    ngx_null_string,
-    ngx_null_string,
-    ngx_string("ACQUIRED"),
-    ngx_string("TIMEOUT"),
-    ngx_string("ERROR"),
-    ngx_string("BYPASSED"),
-    ngx_string("REJECTED"),
-    ngx_null_string,
-    ngx_string("LOST"),
-    ngx_string("REVOKED")
-};
 
 
 /* the requests of this worker that wait for a lock */
 static ngx_uint_t  ngx_http_zk_lock_nwaiting;
-
-
-static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
-
-    { ngx_string("zk_lock_status"), NULL,
-      ngx_http_zk_lock_handler_result_variable, 0,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
-
-    { ngx_string("zk_lock_wait_time"), NULL,
-      ngx_http_zk_lock_handler_result_variable, 1,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
-
-    { ngx_string("zk_lock_node"), NULL,
-      ngx_http_zk_lock_handler_node_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
-
-    { ngx_string("zk_lock_token"), NULL,
-      ngx_http_zk_lock_handler_node_variable, 1, NGX_HTTP_VAR_NOCACHEABLE, 0 },
-
-      ngx_http_null_variable
-};
 
 
 ngx_int_t
@@ -226,13 +137,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     for (i = 0; i < n; i++) {
         want[i].spec = &spec[i];
 
-        rc = ngx_http_zk_lock_handler_eval_path(r, &spec[i], &want[i].path);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-
-        rc = ngx_http_zk_lock_handler_eval_weight(r, &spec[i],
-                                                  &want[i].weight);
+        rc = ngx_http_zk_lock_handler_eval(r, &spec[i], &want[i]);
         if (rc != NGX_OK) {
             return rc;
         }
@@ -317,7 +222,7 @@ ngx_http_zk_lock_handler_hold_cmp(const void *one, const void *two)
  * its pool cleanup, as the realip module does.
  */
 
-static ngx_http_zk_lock_ctx_t *
+ngx_http_zk_lock_ctx_t *
 ngx_http_zk_lock_handler_find_ctx(ngx_http_request_t *r, ngx_uint_t *found)
 {
     ngx_pool_cleanup_t      *cln;
@@ -399,6 +304,23 @@ ngx_http_zk_lock_handler_create_ctx(ngx_http_request_t *r)
  * checked here, so that a value cannot add levels ("/", "..") or bytes
  * ZooKeeper refuses.
  */
+
+/* what the request's variables make of a lock: its path, its weight */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_eval(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *want)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_http_zk_lock_handler_eval_path(r, spec, &want->path);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    return ngx_http_zk_lock_handler_eval_weight(r, spec, &want->weight);
+}
+
 
 /*
  * The leases a request takes (zk_semaphore weight=): from a variable, a
@@ -1420,137 +1342,4 @@ ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold)
         ngx_http_zk_lock_release(hold->node);
         hold->node = NULL;
     }
-}
-
-
-ngx_int_t
-ngx_http_zk_lock_add_variables(ngx_conf_t *cf)
-{
-    ngx_http_variable_t  *var, *v;
-
-    for (v = ngx_http_zk_lock_vars; v->name.len; v++) {
-        var = ngx_http_add_variable(cf, &v->name, v->flags);
-        if (var == NULL) {
-            return NGX_ERROR;
-        }
-
-        var->get_handler = v->get_handler;
-        var->data = v->data;
-    }
-
-    return NGX_OK;
-}
-
-
-/* $zk_lock_status (data 0) and $zk_lock_wait_time (data 1) */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_result_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data)
-{
-    u_char                  *p;
-    ngx_uint_t               found;
-    ngx_http_zk_lock_ctx_t  *ctx;
-
-    ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
-
-    if (ctx == NULL || ctx->result == NGX_HTTP_ZK_LOCK_EV_NONE) {
-        v->not_found = 1;
-        return NGX_OK;
-    }
-
-    if (data == 0) {
-        v->len = ngx_http_zk_lock_results[ctx->result].len;
-        v->data = ngx_http_zk_lock_results[ctx->result].data;
-
-    } else {
-        p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
-        if (p == NULL) {
-            return NGX_ERROR;
-        }
-
-        v->len = ngx_sprintf(p, "%M", ctx->wait_time) - p;
-        v->data = p;
-    }
-
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
-
-    return NGX_OK;
-}
-
-
-/* the nodes held, as full paths or as tokens (data), separated by spaces */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_node_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data)
-{
-    u_char                   *p;
-    size_t                    len;
-    ngx_uint_t                i, found;
-    ngx_http_zk_lock_ctx_t   *ctx;
-    ngx_http_zk_lock_node_t  *node;
-    ngx_http_zk_lock_hold_t  *hold;
-
-    ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
-
-    if (ctx == NULL) {
-        v->not_found = 1;
-        return NGX_OK;
-    }
-
-    hold = ctx->holds.elts;
-    len = 0;
-
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        node = hold[i].node;
-
-        if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            len += (data ? NGX_INT64_LEN
-                         : ngx_strlen(ngx_http_zk_lock_node_path(node)) + 1
-                           + node->name_len)
-                   + 1;
-        }
-    }
-
-    if (len == 0) {
-        v->not_found = 1;
-        return NGX_OK;
-    }
-
-    p = ngx_pnalloc(r->pool, len);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    v->data = p;
-
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        node = hold[i].node;
-
-        if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            if (p != v->data) {
-                *p++ = ' ';
-            }
-
-            if (data) {
-                /* the fencing token: its node's czxid */
-                p = ngx_sprintf(p, "%L", node->czxid);
-
-            } else {
-                p = ngx_sprintf(p, "%s/%*s",
-                                ngx_http_zk_lock_node_path(node),
-                                node->name_len, node->name);
-            }
-        }
-    }
-
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
-    v->len = p - v->data;
-
-    return NGX_OK;
 }

@@ -11,6 +11,7 @@
 #include "ngx_http_zk_lock_module.h"
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
+#include "ngx_http_zk_lock_variables.h"
 #include "ngx_http_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_wait.h"
 #include "ngx_http_zk_lock_metrics.h"
@@ -26,6 +27,8 @@ static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
 static ngx_int_t ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value,
     size_t skip, char *yes, char *no);
 static ngx_int_t ngx_http_zk_lock_check_path(ngx_str_t *path);
+static char *ngx_http_zk_lock_leases(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
 static char *ngx_http_zk_lock_weight(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
 static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
@@ -436,6 +439,53 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* leases=<n>, leases=zk:<path>, leases_default=<n> */
+
+static char *
+ngx_http_zk_lock_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    size_t     j;
+    ngx_int_t  n;
+
+    if (ngx_strncmp(value->data, "leases=zk:", 10) == 0) {
+        spec->counter.data = value->data + 10;
+        spec->counter.len = value->len - 10;
+
+        if (ngx_http_zk_lock_check_path(&spec->counter) != NGX_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid lease count path in \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value->data, "leases=", 7) == 0) {
+        j = 7;
+
+    } else if (ngx_strncmp(value->data, "leases_default=", 15) == 0) {
+        j = 15;
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", value);
+        return NGX_CONF_ERROR;
+    }
+
+    n = ngx_atoi(value->data + j, value->len - j);
+    if (n == NGX_ERROR || n < 1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid number of leases \"%V\"", value);
+        return NGX_CONF_ERROR;
+    }
+
+    spec->leases = n;
+
+    return NGX_CONF_OK;
+}
+
+
 /* weight=<n> or weight=<$variable>, checked for each request */
 
 static char *
@@ -703,7 +753,6 @@ static char *
 ngx_http_zk_lock_param(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
     ngx_str_t *value)
 {
-    size_t      j;
     ngx_int_t   n;
     ngx_str_t   s;
 
@@ -785,35 +834,9 @@ ngx_http_zk_lock_param(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
     }
 
     if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
-        && ngx_strncmp(value->data, "leases=zk:", 10) == 0)
+        && ngx_strncmp(value->data, "leases", 6) == 0)
     {
-        spec->counter.data = value->data + 10;
-        spec->counter.len = value->len - 10;
-
-        if (ngx_http_zk_lock_check_path(&spec->counter) != NGX_OK) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid lease count path in \"%V\"", value);
-            return NGX_CONF_ERROR;
-        }
-
-        return NGX_CONF_OK;
-    }
-
-    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
-        && (ngx_strncmp(value->data, "leases=", 7) == 0
-            || ngx_strncmp(value->data, "leases_default=", 15) == 0))
-    {
-        j = (value->data[6] == '=') ? 7 : 15;
-
-        n = ngx_atoi(value->data + j, value->len - j);
-        if (n == NGX_ERROR || n < 1) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid number of leases \"%V\"", value);
-            return NGX_CONF_ERROR;
-        }
-
-        spec->leases = n;
-        return NGX_CONF_OK;
+        return ngx_http_zk_lock_leases(cf, spec, value);
     }
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,

@@ -48,6 +48,7 @@ static void ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_drained(int rc, const struct Stat *stat,
     const void *data);
 static void ngx_http_zk_lock_session_auth_done(int rc, const void *data);
+static void ngx_http_zk_lock_session_attempt(ngx_http_zk_lock_session_t *s);
 static ngx_msec_t ngx_http_zk_lock_session_backoff(
     ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s);
@@ -513,14 +514,7 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
                 return;
             }
 
-            s->next_attempt = ngx_current_msec
-                              + ngx_http_zk_lock_session_backoff(s);
-            s->attempts++;
-
-            if (s->hosts->resolver && s->attempts % s->nhosts == 0) {
-                /* a round has failed: perhaps the names have moved */
-                (void) ngx_http_zk_lock_hosts_resolve(s->hosts);
-            }
+            ngx_http_zk_lock_session_attempt(s);
 
             ngx_memcpy(last, s->last_server, sizeof(last));
             ngx_http_zk_lock_session_next_server(s);
@@ -588,6 +582,19 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     timer = (ngx_msec_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
 
     ngx_add_timer(&s->timer, timer);
+}
+
+
+static void
+ngx_http_zk_lock_session_attempt(ngx_http_zk_lock_session_t *s)
+{
+    s->next_attempt = ngx_current_msec + ngx_http_zk_lock_session_backoff(s);
+    s->attempts++;
+
+    if (s->hosts->resolver && s->attempts % s->nhosts == 0) {
+        /* a round has failed: perhaps the names have moved */
+        (void) ngx_http_zk_lock_hosts_resolve(s->hosts);
+    }
 }
 
 
