@@ -46,6 +46,21 @@ static ngx_int_t ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
 static ngx_http_zk_lock_node_t *ngx_http_zk_lock_handler_step(
     ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold);
+static void ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout);
+static ngx_int_t ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
+static ngx_int_t ngx_http_zk_lock_handler_take_local(
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
+    ngx_uint_t n);
+static void ngx_http_zk_lock_handler_local_granted(
+    ngx_http_zk_lock_local_t *l);
+static void ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited);
+static void ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited);
+static void ngx_http_zk_lock_handler_fail_late(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited, const char *why);
 static ngx_int_t ngx_http_zk_lock_handler_info(ngx_http_request_t *r,
     ngx_str_t *info);
 static size_t ngx_http_zk_lock_handler_utf8_cut(u_char *text, size_t len);
@@ -190,7 +205,12 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
             ctx->pass++;
         }
 
-        return ngx_http_zk_lock_handler_wait(r, ctx, &want[i]);
+        /* NGX_DONE: taken at once, locally, and on to the next one */
+
+        rc = ngx_http_zk_lock_handler_wait(r, ctx, &want[i]);
+        if (rc != NGX_DONE) {
+            return rc;
+        }
     }
 
     return NGX_DECLINED;
@@ -466,7 +486,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
             continue;
         }
 
-        if (hold[i].bypassed) {
+        if (hold[i].bypassed || hold[i].local) {
             return NGX_OK;
         }
 
@@ -548,6 +568,10 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         return ngx_http_zk_lock_handler_reject(r, ctx, want);
     }
 
+    if (lmcf->session->down && llcf->fail_local) {
+        return ngx_http_zk_lock_handler_local(r, ctx, want);
+    }
+
     hold = ngx_array_push(&ctx->holds);
     if (hold == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -584,6 +608,20 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         timeout = lmcf->session->connected ? lmcf->session_timeout : 0;
     }
 
+    ngx_http_zk_lock_handler_await(r, ctx, timeout);
+
+    return NGX_AGAIN;
+}
+
+
+/* the request waits for its last hold, up to "timeout" */
+
+static void
+ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout)
+{
+    ngx_http_zk_lock_hold_t  *hold;
+
     ctx->waiting = ctx->holds.nelts - 1;
     ctx->request = r;
     ctx->status = 0;
@@ -592,12 +630,137 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
     ctx->timer.log = r->connection->log;
     ngx_add_timer(&ctx->timer, timeout);
 
+    hold = ctx->holds.elts;
+
     ngx_http_zk_lock_nwaiting++;
-    ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
+    ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
+                                   NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
 
     ngx_http_zk_lock_handler_suspend(r);
+}
 
-    return NGX_AGAIN;
+
+/*
+ * zk_lock_fail local=<n>: no usable session, and a lease of the instance
+ * instead (see ngx_http_zk_lock_local.c), at once or in turn.  NGX_DONE:
+ * taken at once.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+{
+    ngx_int_t                     rc;
+    ngx_msec_t                    timeout;
+    ngx_http_zk_lock_hold_t      *hold;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+    hold = ngx_array_push(&ctx->holds);
+    if (hold == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    *hold = *want;
+    hold->node = NULL;
+    hold->pass = ctx->pass;
+    hold->request = r;
+    hold->epoch = ctx->epoch;
+
+    rc = ngx_http_zk_lock_handler_take_local(ctx, hold, llcf->fail_local);
+
+    if (rc == NGX_OK) {
+        ngx_http_zk_lock_handler_local_held(ctx, hold, 0);
+        return NGX_DONE;
+    }
+
+    if (rc == NGX_AGAIN) {
+        timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec);
+        ngx_http_zk_lock_handler_await(r, ctx, timeout);
+        return NGX_AGAIN;
+    }
+
+    ctx->holds.nelts--;
+
+    return ngx_http_zk_lock_handler_reject(r, ctx, want);
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_handler_take_local(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_uint_t n)
+{
+    ngx_http_zk_lock_local_t  *l;
+
+    l = ngx_pcalloc(ctx->main->pool, sizeof(ngx_http_zk_lock_local_t));
+    if (l == NULL) {
+        return NGX_ERROR;
+    }
+
+    l->index = hold->spec->index;
+    l->n = n;
+    l->handler = ngx_http_zk_lock_handler_local_granted;
+    l->data = ctx;
+
+    hold->local = l;
+
+    return ngx_http_zk_lock_local_take(l);
+}
+
+
+/* a local lease came to a waiting request */
+
+static void
+ngx_http_zk_lock_handler_local_granted(ngx_http_zk_lock_local_t *l)
+{
+    ngx_msec_t                waited;
+    ngx_http_zk_lock_ctx_t   *ctx;
+    ngx_http_zk_lock_hold_t  *hold;
+
+    ctx = l->data;
+    hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
+
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+
+    ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
+    ngx_http_zk_lock_nwaiting--;
+    waited = ngx_current_msec - ctx->started;
+    ctx->wait_time += waited;
+
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
+    ngx_http_zk_lock_handler_local_held(ctx, hold, waited);
+
+    ctx->status = 0;
+    ngx_http_zk_lock_handler_resume(ctx);
+}
+
+
+static void
+ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited)
+{
+    ngx_http_request_t            *r;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    r = hold->request;
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    if (ngx_http_zk_lock_local_warn(hold->spec->index,
+                                    lmcf->session->generation
+                                    + lmcf->session->reconnects))
+    {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "%s \"%V\" passed with a local lease: no zookeeper "
+                      "connection", ngx_http_zk_lock_directive(hold->spec),
+                      &hold->path);
+    }
+
+    ctx->result = NGX_HTTP_ZK_LOCK_EV_LOCAL;
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_LOCAL,
+                                   waited);
 }
 
 
@@ -1100,7 +1263,7 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
 {
     ngx_msec_t                     waited;
     ngx_http_request_t            *r;
-    ngx_http_zk_lock_hold_t       *hold, bypass;
+    ngx_http_zk_lock_hold_t       *hold;
     ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -1134,28 +1297,16 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
         ngx_http_zk_lock_metrics_count(hold->spec,
                                        NGX_HTTP_ZK_LOCK_EV_ACQUIRED, waited);
 
-    } else if (llcf->fail_open
+    } else if (hold->local == NULL
+               && (llcf->fail_open || llcf->fail_local)
                && (rc == NGX_DECLINED ? !lmcf->session->connected
                                       : ngx_http_zk_lock_session_error(error)))
     {
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "%s \"%V\" bypassed after %Mms: %s",
-                      ngx_http_zk_lock_directive(hold->spec),
-                      &hold->path, waited,
-                      rc == NGX_DECLINED ? "no zookeeper connection"
-                                         : zerror(error));
-
-        ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
-        ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
-
-        bypass = *hold;
-        ngx_http_zk_lock_handler_give_back(ctx);
-        ngx_http_zk_lock_handler_bypassed(ctx, &bypass);
-
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
-        ctx->status = NGX_DECLINED;
+        ngx_http_zk_lock_handler_fail_late(ctx, hold, waited,
+                                           rc == NGX_DECLINED
+                                           ? "no zookeeper connection"
+                                           : zerror(error));
+        return;
 
     } else {
 
@@ -1209,6 +1360,105 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
         ctx->status = llcf->status;
     }
 
+    ngx_http_zk_lock_handler_resume(ctx);
+}
+
+
+/*
+ * A request that waited for ZooKeeper has no usable session: zk_lock_fail
+ * open lets it through, local=<n> gives it a local lease
+ */
+
+static void
+ngx_http_zk_lock_handler_fail_late(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited, const char *why)
+{
+    ngx_http_request_t           *r;
+    ngx_http_zk_lock_hold_t       bypass;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    r = ctx->request;
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+    if (llcf->fail_local) {
+        ngx_http_zk_lock_handler_to_local(ctx, hold, waited);
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "%s \"%V\" bypassed after %Mms: %s",
+                  ngx_http_zk_lock_directive(hold->spec), &hold->path,
+                  waited, why);
+
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
+
+    bypass = *hold;
+    ngx_http_zk_lock_handler_give_back(ctx);
+    ngx_http_zk_lock_handler_bypassed(ctx, &bypass);
+
+    ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
+    ctx->status = NGX_DECLINED;
+
+    ngx_http_zk_lock_handler_resume(ctx);
+}
+
+
+/*
+ * zk_lock_fail local=<n>, for a request that waited for ZooKeeper: the
+ * session is gone, a local lease instead, for the rest of its timeout
+ */
+
+static void
+ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited)
+{
+    ngx_int_t                     rc;
+    ngx_msec_t                    timeout;
+    ngx_http_request_t           *r;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    r = ctx->request;
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec);
+
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
+
+    if (hold->node) {
+        ngx_http_zk_lock_release(hold->node);
+        hold->node = NULL;
+    }
+
+    rc = ngx_http_zk_lock_handler_take_local(ctx, hold, llcf->fail_local);
+
+    if (rc == NGX_OK) {
+        ngx_http_zk_lock_handler_local_held(ctx, hold, waited);
+        ctx->status = 0;
+        ngx_http_zk_lock_handler_resume(ctx);
+        return;
+    }
+
+    if (rc == NGX_AGAIN && waited < timeout) {
+        ctx->waiting = hold - (ngx_http_zk_lock_hold_t *) ctx->holds.elts;
+        ctx->started = ngx_current_msec;
+        ngx_add_timer(&ctx->timer, timeout - waited);
+
+        ngx_http_zk_lock_nwaiting++;
+        ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_WAIT,
+                                       0);
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "%s \"%V\" not acquired in %Mms: no zookeeper connection, "
+                  "no local lease", ngx_http_zk_lock_directive(hold->spec),
+                  &hold->path, waited);
+
+    ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
+
+    ngx_http_zk_lock_handler_give_back(ctx);
+    ctx->status = llcf->status;
     ngx_http_zk_lock_handler_resume(ctx);
 }
 
@@ -1341,5 +1591,10 @@ ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold)
     if (hold->node) {
         ngx_http_zk_lock_release(hold->node);
         hold->node = NULL;
+    }
+
+    if (hold->local) {
+        ngx_http_zk_lock_local_leave(hold->local);
+        hold->local = NULL;
     }
 }

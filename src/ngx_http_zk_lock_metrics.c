@@ -38,7 +38,7 @@ typedef struct {
 
 
 typedef struct {
-    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_REVOKED + 1];
+    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_LOCAL + 1];
     ngx_atomic_t                  wait_sum;   /* ms */
     ngx_atomic_t                  buckets[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
 } ngx_http_zk_lock_stat_t;
@@ -302,7 +302,7 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         g->held--;
         return;
 
-    default: /* BYPASSED, REJECTED, REVOKED: counted only */
+    default: /* BYPASSED, REJECTED, REVOKED, LOCAL: counted only */
         return;
     }
 }
@@ -524,7 +524,7 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
         p = ngx_sprintf(p, "\",\"type\":\"%s\",\"held\":%A,\"waiting\":%A,"
                         "\"acquired\":%uA,\"timeouts\":%uA,\"errors\":%uA,"
                         "\"bypassed\":%uA,\"rejected\":%uA,\"lost\":%uA,"
-                        "\"revoked\":%uA,"
+                        "\"revoked\":%uA,\"local\":%uA,"
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
                         ngx_http_zk_lock_types[m[i].type].label,
@@ -537,6 +537,7 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         st->total[NGX_HTTP_ZK_LOCK_EV_REJECTED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_LOST],
                         st->total[NGX_HTTP_ZK_LOCK_EV_REVOKED],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_LOCAL],
                         h.cum[NGX_HTTP_ZK_LOCK_BUCKETS], h.sum);
 
         for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
@@ -658,7 +659,8 @@ ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
         { "bypassed", NGX_HTTP_ZK_LOCK_EV_BYPASSED },
         { "rejected", NGX_HTTP_ZK_LOCK_EV_REJECTED },
         { "lost", NGX_HTTP_ZK_LOCK_EV_LOST },
-        { "revoked", NGX_HTTP_ZK_LOCK_EV_REVOKED }
+        { "revoked", NGX_HTTP_ZK_LOCK_EV_REVOKED },
+        { "local", NGX_HTTP_ZK_LOCK_EV_LOCAL }
     };
 
     p = ngx_sprintf(p, "# HELP zk_lock_requests_total Requests at the lock, "

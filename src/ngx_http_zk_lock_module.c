@@ -12,6 +12,7 @@
 #include "ngx_http_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_variables.h"
+#include "ngx_http_zk_lock_local.h"
 #include "ngx_http_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_wait.h"
 #include "ngx_http_zk_lock_metrics.h"
@@ -22,6 +23,8 @@ static char *ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf);
 static void *ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
+static char *ngx_http_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_http_zk_lock_choice(ngx_conf_t *cf, ngx_str_t *value,
@@ -89,13 +92,6 @@ static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
     { ngx_string("notice"), NGX_LOG_NOTICE },
     { ngx_string("warn"), NGX_LOG_WARN },
     { ngx_string("error"), NGX_LOG_ERR },
-    { ngx_null_string, 0 }
-};
-
-
-static ngx_conf_enum_t  ngx_http_zk_lock_fail[] = {
-    { ngx_string("closed"), 0 },
-    { ngx_string("open"), 1 },
     { ngx_null_string, 0 }
 };
 
@@ -211,10 +207,10 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
 
     { ngx_string("zk_lock_fail"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_conf_set_enum_slot,
+      ngx_http_zk_lock_fail,
       NGX_HTTP_LOC_CONF_OFFSET,
-      offsetof(ngx_http_zk_lock_loc_conf_t, fail_open),
-      &ngx_http_zk_lock_fail },
+      0,
+      NULL },
 
     { ngx_string("zk_lock_lost"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -344,6 +340,7 @@ ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf)
     conf->status = NGX_CONF_UNSET_UINT;
     conf->log_level = NGX_CONF_UNSET_UINT;
     conf->fail_open = NGX_CONF_UNSET;
+    conf->fail_local = NGX_CONF_UNSET_UINT;
     conf->lost_abort = NGX_CONF_UNSET;
 
     return conf;
@@ -366,9 +363,64 @@ ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level,
                               NGX_LOG_ERR);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
+    ngx_conf_merge_uint_value(conf->fail_local, prev->fail_local, 0);
     ngx_conf_merge_value(conf->lost_abort, prev->lost_abort, 0);
 
     return NGX_CONF_OK;
+}
+
+
+/* zk_lock_fail closed | open | local=<n> */
+
+static char *
+ngx_http_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_loc_conf_t *llcf = conf;
+
+    ngx_int_t                      n;
+    ngx_str_t                     *value;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    if (llcf->fail_open != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    llcf->fail_local = 0;
+
+    if (ngx_strcmp(value[1].data, "closed") == 0) {
+        llcf->fail_open = 0;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strcmp(value[1].data, "open") == 0) {
+        llcf->fail_open = 1;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value[1].data, "local=", 6) == 0) {
+        n = ngx_atoi(value[1].data + 6, value[1].len - 6);
+
+        if (n < 1) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid number of local leases \"%V\"",
+                               &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+        lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+        lmcf->local_used = 1;
+
+        llcf->fail_open = 0;
+        llcf->fail_local = n;
+        return NGX_CONF_OK;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\", \"closed\", \"open\" or "
+                       "\"local=<number>\" expected", &value[1]);
+
+    return NGX_CONF_ERROR;
 }
 
 
@@ -1165,6 +1217,14 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    if (lmcf->local_used
+        && ngx_http_zk_lock_local_init(cf, lmcf->metrics->nelts,
+                                       &lmcf->local_zone)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     lmcf->session->acl = lmcf->acl ? lmcf->acl : &ZOO_OPEN_ACL_UNSAFE;
 
     if (lmcf->acl && lmcf->auth.len == 0) {
@@ -1220,6 +1280,10 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     }
 
     ngx_http_zk_lock_metrics_worker();
+
+    if (ngx_http_zk_lock_local_worker(cycle, lmcf->local_zone) != NGX_OK) {
+        return NGX_ERROR;
+    }
 
     /* the layers above the session hear of it through these alone */
 

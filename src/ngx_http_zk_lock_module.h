@@ -46,7 +46,8 @@ typedef enum {
     NGX_HTTP_ZK_LOCK_EV_REJECTED,
     NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more */
     NGX_HTTP_ZK_LOCK_EV_LOST,       /* held no more: the session expired */
-    NGX_HTTP_ZK_LOCK_EV_REVOKED     /* revoked, waiting or holding */
+    NGX_HTTP_ZK_LOCK_EV_REVOKED,    /* revoked, waiting or holding */
+    NGX_HTTP_ZK_LOCK_EV_LOCAL       /* a local lease: zk_lock_fail local */
 } ngx_http_zk_lock_event_e;
 
 
@@ -84,6 +85,8 @@ typedef struct {
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_array_t                  *literals;   /* recipes of literal paths */
     ngx_http_zk_lock_session_t   *session;
+    ngx_shm_zone_t               *local_zone; /* zk_lock_fail local= */
+    ngx_uint_t                    local_used;
 } ngx_http_zk_lock_main_conf_t;
 
 
@@ -93,6 +96,7 @@ typedef struct {
     ngx_uint_t                    status;
     ngx_uint_t                    log_level;
     ngx_flag_t                    fail_open;  /* zk_lock_fail open */
+    ngx_uint_t                    fail_local; /* zk_lock_fail local=<n> */
     ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
     ngx_uint_t                    status_page; /* 1: json, 2: prometheus */
 } ngx_http_zk_lock_loc_conf_t;

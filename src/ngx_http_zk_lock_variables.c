@@ -31,7 +31,8 @@ static ngx_str_t  ngx_http_zk_lock_results[] = {
     ngx_string("REJECTED"),
     ngx_null_string,
     ngx_string("LOST"),
-    ngx_string("REVOKED")
+    ngx_string("REVOKED"),
+    ngx_string("LOCAL")
 };
 
 

@@ -1,0 +1,55 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_LOCAL_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_LOCAL_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+
+/*
+ * zk_lock_fail local=<n>: while a worker has no usable session, at most n
+ * requests per lock of this nginx instance pass, in the order they came,
+ * whichever worker they are in.  A shared memory zone of its own keeps,
+ * per lock (the metrics' entries), a ticket queue and the leases held by
+ * each worker: a worker that starts again after a crash clears its own
+ * count, and a ticket whose worker is gone is skipped.  Waiters in other
+ * workers are not woken: every worker looks again every POLL ms while it
+ * has any.
+ */
+
+typedef struct ngx_http_zk_lock_local_s  ngx_http_zk_lock_local_t;
+
+typedef void (*ngx_http_zk_lock_local_pt)(ngx_http_zk_lock_local_t *l);
+
+
+struct ngx_http_zk_lock_local_s {
+    ngx_queue_t                   queue;      /* the worker's waiters */
+    ngx_uint_t                    index;      /* the lock's entry */
+    ngx_uint_t                    n;          /* leases of the instance */
+    ngx_atomic_uint_t             ticket;
+    unsigned                      waiting:1;
+    unsigned                      held:1;
+
+    /* told once it holds, if it had to wait */
+    ngx_http_zk_lock_local_pt     handler;
+    void                         *data;
+};
+
+
+ngx_int_t ngx_http_zk_lock_local_init(ngx_conf_t *cf, ngx_uint_t n,
+    ngx_shm_zone_t **zone);
+ngx_int_t ngx_http_zk_lock_local_worker(ngx_cycle_t *cycle,
+    ngx_shm_zone_t *zone);
+ngx_int_t ngx_http_zk_lock_local_take(ngx_http_zk_lock_local_t *l);
+void ngx_http_zk_lock_local_leave(ngx_http_zk_lock_local_t *l);
+ngx_uint_t ngx_http_zk_lock_local_warn(ngx_uint_t index, ngx_uint_t outage);
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_LOCAL_H_INCLUDED_ */
