@@ -12,6 +12,7 @@
 #  4. v1: 2 nginx x 2 workers, weights 1 to 3, leases=4: never more than 4
 #     leases in flight, all requests served; weight=2 requests on leases=3
 #     all served one after the other (no deadlock, no timeout)
+#     with leases=zk: (a count of 4 read from a znode), two pairs at a time
 #  5. Curator's acquire(2) and nginx's weight=2 on one path: never more
 #     than the leases together
 #  6. protocol=v2: the same bound, with Curator's v2 acquire(2)
@@ -97,8 +98,15 @@ my $conf = <<'EOF';
             zk_semaphore /wt/v leases=4 protocol=v2 weight=$arg_w timeout=30s;
             proxy_pass http://%%BACKEND%%;
         }
+        location /counted {
+            zk_semaphore /wt/c leases=zk:/wt-count leases_default=1
+                         weight=2 timeout=30s;
+            proxy_pass http://%%BACKEND%%;
+        }
     }
 EOF
+
+zk_set($zk, '/wt-count', '4');
 
 my @fleet = map { nginx_start($conf, zk => $zk, backend => $be) } 1 .. 2;
 ok(sessions_connected(@fleet), 'every worker has a session');
@@ -146,6 +154,16 @@ subtest 'v1: weights 1 to 3 on leases=4, never more than 4' => sub {
     cmp_ok($st->{max}, '<=', 4, "at most 4 leases in flight ($st->{max})");
     cmp_ok($st->{max}, '>=', 3, '... and the leases were shared');
     no_ephemerals($zk, '/wt', 'after the burst');
+};
+
+subtest 'weight=2 with leases=zk: (a count of 4): two at a time' => sub {
+    $be->reset;
+    my @req = map { [ $fleet[$_ % 2]->port, "/counted?key=cnt&w=2&sleep=300" ] }
+        1 .. 6;
+    my $res = http_parallel(\@req, timeout => 60);
+    is(scalar(grep { $_->{status} == 200 } @$res), 6, 'all 6 served');
+    is($be->stats('cnt')->{max}, 4, 'two pairs at a time: the count, 4');
+    no_ephemerals($zk, '/wt', 'after them');
 };
 
 subtest 'weight=2 on leases=3: one at a time, nobody deadlocked' => sub {
