@@ -49,7 +49,11 @@ static ngx_http_zk_lock_node_t *ngx_http_zk_lock_handler_step(
 static void ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout);
 static ngx_int_t ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want,
+    ngx_http_zk_lock_hold_t *hold);
+static ngx_http_zk_lock_hold_t *ngx_http_zk_lock_handler_push(
+    ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_take_local(
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
     ngx_uint_t n);
@@ -568,21 +572,14 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         return ngx_http_zk_lock_handler_reject(r, ctx, want);
     }
 
-    if (lmcf->session->down && llcf->fail_local) {
-        return ngx_http_zk_lock_handler_local(r, ctx, want);
-    }
-
-    hold = ngx_array_push(&ctx->holds);
+    hold = ngx_http_zk_lock_handler_push(r, ctx, want);
     if (hold == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    *hold = *want;
-    hold->node = NULL;
-    hold->pass = ctx->pass;
-    hold->request = r;
-    hold->epoch = ctx->epoch;
-    hold->abort = llcf->lost_abort;
+    if (lmcf->session->down && llcf->fail_local) {
+        return ngx_http_zk_lock_handler_local(r, ctx, want, hold);
+    }
 
     hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold);
     if (hold->node == NULL) {
@@ -648,25 +645,14 @@ ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
 
 static ngx_int_t
 ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want,
+    ngx_http_zk_lock_hold_t *hold)
 {
     ngx_int_t                     rc;
     ngx_msec_t                    timeout;
-    ngx_http_zk_lock_hold_t      *hold;
     ngx_http_zk_lock_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-
-    hold = ngx_array_push(&ctx->holds);
-    if (hold == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    *hold = *want;
-    hold->node = NULL;
-    hold->pass = ctx->pass;
-    hold->request = r;
-    hold->epoch = ctx->epoch;
 
     rc = ngx_http_zk_lock_handler_take_local(ctx, hold, llcf->fail_local);
 
@@ -681,9 +667,37 @@ ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
         return NGX_AGAIN;
     }
 
-    ctx->holds.nelts--;
+    /* too many wait: the hold goes with the location's others */
 
     return ngx_http_zk_lock_handler_reject(r, ctx, want);
+}
+
+
+/* the request's place in a lock, to be taken */
+
+static ngx_http_zk_lock_hold_t *
+ngx_http_zk_lock_handler_push(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+{
+    ngx_http_zk_lock_hold_t      *hold;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+    hold = ngx_array_push(&ctx->holds);
+    if (hold == NULL) {
+        return NULL;
+    }
+
+    *hold = *want;
+    hold->node = NULL;
+    hold->local = NULL;
+    hold->pass = ctx->pass;
+    hold->request = r;
+    hold->epoch = ctx->epoch;
+    hold->abort = llcf->lost_abort;
+
+    return hold;
 }
 
 
