@@ -234,7 +234,7 @@ subtest 'a weighted create whose reply is lost: its nodes found again' => sub {
     is(scalar(() = zk_children($zk, '/wt/h')), 3,
         'on its three nodes, found again by their uuid, not made anew');
     my $r = http_parallel_collect($h, 30)->[0];
-    is($r->{status}, 200, '200');
+    is($r->{status}, 200, 'it ends with 200');
     is($be->stats('lost')->{count}, 1, 'the backend saw it once');
     like($pn->error_log, qr/zookeeper connection lost/,
         'the connection was lost meanwhile');
