@@ -13,8 +13,10 @@
 #     all; local=1: one at a time, in the order the requests came, across
 #     the instance's workers; one that cannot get a lease in its timeout
 #     gets 503 (ERROR); the metrics count "local"
-#  3. ZooKeeper back: new requests take the lock in ZooKeeper (ACQUIRED)
-#  4. a partition (the relay swallows every byte): once the worker knows
+#  3. a worker killed while it holds a local lease: the worker that
+#     replaces it clears its count, the next request gets the lease
+#  4. ZooKeeper back: new requests take the lock in ZooKeeper (ACQUIRED)
+#  5. a partition (the relay swallows every byte): once the worker knows
 #     its connection is gone, requests pass with local leases, at most n
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
@@ -152,6 +154,30 @@ subtest 'ZooKeeper stopped: local leases, n per instance' => sub {
     cmp_ok(scalar @warns, '<=', 2, '... once per worker in this outage');
     like($fleet[0]->get('/status')->{body}, qr/"local":(?:[1-9]\d*)/,
         'the metrics count local leases');
+};
+
+subtest 'a worker killed while it holds a local lease: the lease comes back' => sub {
+    my $k = nginx_start(conf('%%ZK%%'), zk => $zk, backend => $be,
+        workers => 1);
+    $be->reset;
+    my $h = http_parallel_bg([ [ $k->port, '/one?key=crash&sleep=30000' ] ],
+        timeout => 40);
+    ok(wait_for(sub { $be->stats('crash')->{inflight} == 1 }, 10),
+        'a request holds the local lease');
+    my ($victim) = $k->worker_pids;
+    kill 'KILL', $victim or die "kill: $!";
+    ok(wait_for(sub {
+        my @w = $k->worker_pids;
+        @w == 1 && $w[0] != $victim
+    }, 10), 'the master starts a new worker');
+    my $t = time;
+    my $r = $k->get('/one?key=after-crash', timeout => 30);
+    is($r->{headers}{'x-lock'}, 'LOCAL',
+        'the next request gets the lease: the new worker cleared its count');
+    cmp_ok(time - $t, '<', 10, '... well before its 20 s timeout');
+    $k->expect_log(
+        qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/);
+    $k->stop;
 };
 
 subtest 'ZooKeeper back: requests go through ZooKeeper again' => sub {
