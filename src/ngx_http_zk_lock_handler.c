@@ -57,6 +57,8 @@ static ngx_http_zk_lock_hold_t *ngx_http_zk_lock_handler_push(
 static ngx_int_t ngx_http_zk_lock_handler_take_local(
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
     ngx_uint_t n);
+static ngx_msec_t ngx_http_zk_lock_handler_unwait(
+    ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_local_granted(
     ngx_http_zk_lock_local_t *l);
 static void ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
@@ -723,6 +725,26 @@ ngx_http_zk_lock_handler_take_local(ngx_http_zk_lock_ctx_t *ctx,
 }
 
 
+/* a request's wait ends, however: how long it was */
+
+static ngx_msec_t
+ngx_http_zk_lock_handler_unwait(ngx_http_zk_lock_ctx_t *ctx)
+{
+    ngx_msec_t  waited;
+
+    if (ctx->timer.timer_set) {
+        ngx_del_timer(&ctx->timer);
+    }
+
+    ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
+    ngx_http_zk_lock_nwaiting--;
+    waited = ngx_current_msec - ctx->started;
+    ctx->wait_time += waited;
+
+    return waited;
+}
+
+
 /* a local lease came to a waiting request */
 
 static void
@@ -735,14 +757,7 @@ ngx_http_zk_lock_handler_local_granted(ngx_http_zk_lock_local_t *l)
     ctx = l->data;
     hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
 
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-
-    ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
-    ngx_http_zk_lock_nwaiting--;
-    waited = ngx_current_msec - ctx->started;
-    ctx->wait_time += waited;
+    waited = ngx_http_zk_lock_handler_unwait(ctx);
 
     ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
     ngx_http_zk_lock_handler_local_held(ctx, hold, waited);
@@ -1289,14 +1304,7 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
         rc = NGX_DECLINED;      /* a try that found the lock taken */
     }
 
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-
-    ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
-    ngx_http_zk_lock_nwaiting--;
-    waited = ngx_current_msec - ctx->started;
-    ctx->wait_time += waited;
+    waited = ngx_http_zk_lock_handler_unwait(ctx);
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
