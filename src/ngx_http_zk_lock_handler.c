@@ -11,6 +11,7 @@
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_semv2.h"
+#include "ngx_http_zk_lock_keep.h"
 #include "ngx_http_zk_lock_metrics.h"
 
 
@@ -84,6 +85,8 @@ static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
 static void ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold);
+static ngx_uint_t ngx_http_zk_lock_handler_keeps(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *hold);
 static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
     ngx_http_zk_lock_loc_conf_t *llcf, ngx_http_zk_lock_spec_t *spec);
 static void ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev);
@@ -589,6 +592,23 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    if (hold->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        /* a lease that the worker kept: no wait, no ZooKeeper call */
+
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "%s \"%V\": a kept lease",
+                       ngx_http_zk_lock_directive(spec), &hold->path);
+
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_ACQUIRED;
+        ctx->wait_time = 0;
+        hold->counted = 1;
+        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
+        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_ACQUIRED, 0);
+        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_REUSED, 0);
+
+        return NGX_DONE;
+    }
+
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "%s \"%V\" leases:%ui: waiting",
                    ngx_http_zk_lock_directive(spec), &hold->path,
@@ -830,6 +850,19 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
                                               ngx_http_zk_lock_handler_told,
                                               ctx, r->connection->log);
 
+    } else if (ngx_http_zk_lock_handler_keeps(r, spec, hold)) {
+        node = ngx_http_zk_lock_keep_acquire(lmcf->session, &hold->path,
+                                             spec->leases, counter,
+                                             spec->keep, spec,
+                                             ngx_http_zk_lock_handler_told,
+                                             ctx, r->connection->log);
+
+        if (node && spec->transient) {
+            ngx_http_zk_lock_transient(node, spec->transient);
+        }
+
+        return node;
+
     } else {
         node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
                                         ngx_http_zk_lock_types[spec->type].kind,
@@ -858,6 +891,25 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     }
 
     return node;
+}
+
+
+/*
+ * keep=: a lease of the worker's pool (ngx_http_zk_lock_keep.c); not for
+ * a weighted request, whose nodes must be consecutive, nor for a try,
+ * which the first listing answers
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_handler_keeps(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *hold)
+{
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+    return spec->keep && hold->weight == 1
+           && ngx_http_zk_lock_handler_spec_timeout(llcf, spec) != 0;
 }
 
 
@@ -1318,6 +1370,12 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
         hold->counted = 1;
         ngx_http_zk_lock_metrics_count(hold->spec,
                                        NGX_HTTP_ZK_LOCK_EV_ACQUIRED, waited);
+
+        if (hold->node->reused) {
+            /* handed over in the worker: another request's kept lease */
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_EV_REUSED, 0);
+        }
 
     } else if (hold->local == NULL
                && (llcf->fail_open || llcf->fail_local)

@@ -38,7 +38,7 @@ typedef struct {
 
 
 typedef struct {
-    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_LOCAL + 1];
+    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK + 1];
     ngx_atomic_t                  wait_sum;   /* ms */
     ngx_atomic_t                  buckets[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
 } ngx_http_zk_lock_stat_t;
@@ -48,7 +48,13 @@ typedef struct {
 typedef struct {
     ngx_atomic_t                  held;
     ngx_atomic_t                  waiting;
+    ngx_atomic_t                  kept;       /* idle, see keep.c */
 } ngx_http_zk_lock_gauges_t;
+
+
+#define NGX_HTTP_ZK_LOCK_HELD_GAUGE     0
+#define NGX_HTTP_ZK_LOCK_WAITING_GAUGE  1
+#define NGX_HTTP_ZK_LOCK_KEPT_GAUGE     2
 
 
 /* in the zone: the slots, the entries, then the gauges [entry][slot] */
@@ -79,7 +85,9 @@ static u_char *ngx_http_zk_lock_metrics_prometheus(u_char *p,
 static u_char *ngx_http_zk_lock_metrics_prom_workers(u_char *p,
     ngx_http_zk_lock_shm_t *shm);
 static u_char *ngx_http_zk_lock_metrics_prom_gauges(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t waiting);
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t which);
+static u_char *ngx_http_zk_lock_metrics_prom_kept(u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
 static u_char *ngx_http_zk_lock_metrics_prom_requests(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
 static u_char *ngx_http_zk_lock_metrics_prom_histogram(u_char *p,
@@ -90,7 +98,7 @@ static void ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
     ngx_http_zk_lock_histogram_t *h);
 static u_char *ngx_http_zk_lock_metrics_escape(u_char *p, ngx_str_t *s);
 static ngx_atomic_int_t ngx_http_zk_lock_metrics_gauge(
-    ngx_http_zk_lock_shm_t *shm, ngx_uint_t i, ngx_uint_t waiting);
+    ngx_http_zk_lock_shm_t *shm, ngx_uint_t i, ngx_uint_t which);
 
 
 /* wait-time histogram bounds, ms */
@@ -302,8 +310,36 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         g->held--;
         return;
 
-    default: /* BYPASSED, REJECTED, REVOKED, LOCAL: counted only */
+    default: /* BYPASSED, REJECTED, REVOKED, LOCAL, REUSED, GIVEN_BACK */
         return;
+    }
+}
+
+
+/* what a pool of kept leases reports (see keep.c): "tag" is its spec */
+
+void
+ngx_http_zk_lock_metrics_keep(void *tag, ngx_int_t idle, ngx_uint_t given_back)
+{
+    ngx_http_zk_lock_spec_t  *spec = tag;
+
+    ngx_http_zk_lock_shm_t     *shm;
+    ngx_http_zk_lock_stat_t    *st;
+    ngx_http_zk_lock_gauges_t  *g;
+
+    shm = ngx_http_zk_lock_shm;
+
+    if (shm == NULL) {
+        return;
+    }
+
+    st = &shm->stats[spec->index];
+    g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
+    g->kept += idle;
+
+    if (given_back) {
+        (void) ngx_atomic_fetch_add(&st->total[NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK],
+                                    given_back);
     }
 }
 
@@ -419,7 +455,7 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
     m = ngx_http_zk_lock_names->elts;
 
     for (i = 0; i < ngx_http_zk_lock_names->nelts; i++) {
-        size += (NGX_HTTP_ZK_LOCK_BUCKETS + 16) * (2 * m[i].name.len + 512);
+        size += (NGX_HTTP_ZK_LOCK_BUCKETS + 24) * (2 * m[i].name.len + 512);
     }
 
     b = ngx_create_temp_buf(r->pool, size);
@@ -464,7 +500,7 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
 
 static ngx_atomic_int_t
 ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
-    ngx_uint_t waiting)
+    ngx_uint_t which)
 {
     ngx_uint_t                  k;
     ngx_atomic_int_t            n;
@@ -474,7 +510,10 @@ ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
     n = 0;
 
     for (k = 0; k < shm->nslots; k++) {
-        n += (ngx_atomic_int_t) (waiting ? g[k].waiting : g[k].held);
+        n += (ngx_atomic_int_t) (which == NGX_HTTP_ZK_LOCK_KEPT_GAUGE
+                                 ? g[k].kept
+                                 : which == NGX_HTTP_ZK_LOCK_WAITING_GAUGE
+                                 ? g[k].waiting : g[k].held);
     }
 
     return n > 0 ? n : 0;
@@ -524,12 +563,15 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
         p = ngx_sprintf(p, "\",\"type\":\"%s\",\"held\":%A,\"waiting\":%A,"
                         "\"acquired\":%uA,\"timeouts\":%uA,\"errors\":%uA,"
                         "\"bypassed\":%uA,\"rejected\":%uA,\"lost\":%uA,"
-                        "\"revoked\":%uA,\"local\":%uA,"
+                        "\"revoked\":%uA,\"local\":%uA,\"kept\":%A,"
+                        "\"reused\":%uA,\"given_back\":%uA,"
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
                         ngx_http_zk_lock_types[m[i].type].label,
-                        ngx_http_zk_lock_metrics_gauge(shm, i, 0),
-                        ngx_http_zk_lock_metrics_gauge(shm, i, 1),
+                        ngx_http_zk_lock_metrics_gauge(shm, i,
+                                              NGX_HTTP_ZK_LOCK_HELD_GAUGE),
+                        ngx_http_zk_lock_metrics_gauge(shm, i,
+                                              NGX_HTTP_ZK_LOCK_WAITING_GAUGE),
                         st->total[NGX_HTTP_ZK_LOCK_EV_ACQUIRED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_TIMEOUT],
                         st->total[NGX_HTTP_ZK_LOCK_EV_ERROR],
@@ -538,6 +580,10 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         st->total[NGX_HTTP_ZK_LOCK_EV_LOST],
                         st->total[NGX_HTTP_ZK_LOCK_EV_REVOKED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_LOCAL],
+                        ngx_http_zk_lock_metrics_gauge(shm, i,
+                                                 NGX_HTTP_ZK_LOCK_KEPT_GAUGE),
+                        st->total[NGX_HTTP_ZK_LOCK_EV_REUSED],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK],
                         h.cum[NGX_HTTP_ZK_LOCK_BUCKETS], h.sum);
 
         for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
@@ -559,9 +605,14 @@ ngx_http_zk_lock_metrics_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
     p = ngx_http_zk_lock_metrics_prom_workers(p, shm);
-    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names, 0);
-    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names, 1);
+    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
+                                             NGX_HTTP_ZK_LOCK_HELD_GAUGE);
+    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
+                                             NGX_HTTP_ZK_LOCK_WAITING_GAUGE);
+    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
+                                             NGX_HTTP_ZK_LOCK_KEPT_GAUGE);
     p = ngx_http_zk_lock_metrics_prom_requests(p, shm, names);
+    p = ngx_http_zk_lock_metrics_prom_kept(p, shm, names);
 
     return ngx_http_zk_lock_metrics_prom_histogram(p, shm, names);
 }
@@ -618,24 +669,70 @@ ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
 
 static u_char *
 ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names, ngx_uint_t waiting)
+    ngx_array_t *names, ngx_uint_t which)
 {
     ngx_uint_t                  i;
     ngx_http_zk_lock_metric_t  *m;
 
-    p = ngx_sprintf(p, waiting
-                    ? "# HELP zk_lock_waiting Requests that wait for the "
-                      "lock.\n# TYPE zk_lock_waiting gauge\n"
-                    : "# HELP zk_lock_held Requests that hold the lock.\n"
-                      "# TYPE zk_lock_held gauge\n");
+    static struct {
+        char                 *metric;
+        char                 *help;
+    } gauges[] = {
+        { "zk_lock_held", "Requests that hold the lock." },
+        { "zk_lock_waiting", "Requests that wait for the lock." },
+        { "zk_lock_kept", "Leases that workers keep idle (keep=)." }
+    };
+
+    p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s gauge\n",
+                    gauges[which].metric, gauges[which].help,
+                    gauges[which].metric);
 
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
-        p = ngx_http_zk_lock_metrics_series(p, waiting ? "zk_lock_waiting"
-                                                       : "zk_lock_held", &m[i]);
+        p = ngx_http_zk_lock_metrics_series(p, gauges[which].metric, &m[i]);
         p = ngx_sprintf(p, "} %A\n",
-                        ngx_http_zk_lock_metrics_gauge(shm, i, waiting));
+                        ngx_http_zk_lock_metrics_gauge(shm, i, which));
+    }
+
+    return p;
+}
+
+
+/* kept leases: a subset of the acquired, and what they cost others */
+
+static u_char *
+ngx_http_zk_lock_metrics_prom_kept(u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names)
+{
+    ngx_uint_t                  i, k;
+    ngx_http_zk_lock_metric_t  *m;
+
+    static struct {
+        char                 *metric;
+        char                 *help;
+        ngx_uint_t            event;
+    } counters[] = {
+        { "zk_lock_kept_reused_total",
+          "Requests that ran at once on a lease their worker kept.",
+          NGX_HTTP_ZK_LOCK_EV_REUSED },
+        { "zk_lock_kept_given_back_total",
+          "Kept leases given back because another participant waited.",
+          NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK }
+    };
+
+    m = names->elts;
+
+    for (k = 0; k < sizeof(counters) / sizeof(counters[0]); k++) {
+        p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s counter\n",
+                        counters[k].metric, counters[k].help,
+                        counters[k].metric);
+
+        for (i = 0; i < names->nelts; i++) {
+            p = ngx_http_zk_lock_metrics_series(p, counters[k].metric, &m[i]);
+            p = ngx_sprintf(p, "} %uA\n",
+                            shm->stats[i].total[counters[k].event]);
+        }
     }
 
     return p;

@@ -20,6 +20,8 @@ ngx_int_t ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
 void ngx_http_zk_lock_metrics_worker(void);
 void ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     ngx_http_zk_lock_event_e event, ngx_msec_t waited);
+void ngx_http_zk_lock_metrics_keep(void *tag, ngx_int_t idle,
+    ngx_uint_t given_back);
 void ngx_http_zk_lock_metrics_session(ngx_http_zk_lock_session_t *s);
 char *ngx_http_zk_lock_status_page(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);

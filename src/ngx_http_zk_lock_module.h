@@ -47,7 +47,9 @@ typedef enum {
     NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more */
     NGX_HTTP_ZK_LOCK_EV_LOST,       /* held no more: the session expired */
     NGX_HTTP_ZK_LOCK_EV_REVOKED,    /* revoked, waiting or holding */
-    NGX_HTTP_ZK_LOCK_EV_LOCAL       /* a local lease: zk_lock_fail local */
+    NGX_HTTP_ZK_LOCK_EV_LOCAL,      /* a local lease: zk_lock_fail local */
+    NGX_HTTP_ZK_LOCK_EV_REUSED,     /* acquired at once: a kept lease */
+    NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK  /* a kept lease, for another's wait */
 } ngx_http_zk_lock_event_e;
 
 
@@ -67,6 +69,7 @@ typedef struct {
     unsigned                      revocable:1;  /* Curator's Revoker */
     ngx_uint_t                    weight;     /* leases a request takes */
     ngx_http_complex_value_t     *weight_cv;  /* or from a variable */
+    ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
 } ngx_http_zk_lock_spec_t;
 
 

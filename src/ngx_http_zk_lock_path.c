@@ -71,6 +71,9 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->deep = 0;
     lock->reads = 0;
     lock->transient = 0;
+    lock->pool = NULL;
+    lock->tickets = 0;
+    lock->keep = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -222,12 +225,14 @@ ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock)
 
     /*
      * Semaphore v2 leases are counted, and a change of the count is
-     * watched, as Curator does: every listing of such a lock sets the watch
+     * watched, as Curator does: every listing of such a lock sets the watch.
+     * So does every listing of a path where this worker keeps leases, to
+     * hear at once of anybody else who waits (see keep_listed()).
      */
 
     ngx_http_zk_lock_session_batch(s);
 
-    if (lock->count) {
+    if (lock->count || lock->keep) {
         rc = zoo_awget_children(s->zh, (char *) lock->path,
                                 ngx_http_zk_lock_session_watcher, s,
                                 ngx_http_zk_lock_path_listed, lock);

@@ -33,7 +33,10 @@
 #define NGX_HTTP_ZK_LOCK_MAX_PATH  4096
 
 
-typedef struct ngx_http_zk_lock_s  ngx_http_zk_lock_t;
+typedef struct ngx_http_zk_lock_s       ngx_http_zk_lock_t;
+
+/* the leases a worker keeps on a path, see ngx_http_zk_lock_keep.c */
+typedef struct ngx_http_zk_lock_pool_s  ngx_http_zk_lock_pool_t;
 
 typedef void (*ngx_http_zk_lock_listed_pt)(ngx_http_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
@@ -71,8 +74,11 @@ struct ngx_http_zk_lock_s {
     ngx_http_zk_lock_listing_t    listing;    /* the last one */
     ngx_uint_t                    span;       /* the entries to watch there */
     ngx_uint_t                    transient;  /* levels to delete when idle */
+    ngx_http_zk_lock_pool_t      *pool;       /* keep=: the worker's leases */
+    ngx_uint_t                    tickets;    /* requests waiting there */
 
     unsigned                      count:1;    /* lists with a watch */
+    unsigned                      keep:1;     /* so does a pool, see keep.c */
     unsigned                      wanted:1;   /* a listing, after this one */
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */

@@ -55,6 +55,9 @@ static void ngx_http_zk_lock_recipe_passenger_done(int rc, const void *data);
 /* who makes sense of a lock's listings and deletions, see wait.c */
 static ngx_http_zk_lock_owner_t  *ngx_http_zk_lock_recipe_owner;
 
+/* who keeps leases for the requests of a path, see keep.c */
+static ngx_http_zk_lock_keeper_t  *ngx_http_zk_lock_recipe_keeper_of;
+
 
 #if (NGX_DEBUG)
 
@@ -161,6 +164,12 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 {
     ngx_http_zk_lock_t  *lock;
 
+    if (node->ticket) {
+        /* a request on a pool of kept leases: the lease is the pool's */
+        ngx_http_zk_lock_recipe_keeper_of->release(node);
+        return;
+    }
+
     lock = node->lock;
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -231,6 +240,13 @@ void
 ngx_http_zk_lock_recipe_handler(ngx_http_zk_lock_owner_t *owner)
 {
     ngx_http_zk_lock_recipe_owner = owner;
+}
+
+
+void
+ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper)
+{
+    ngx_http_zk_lock_recipe_keeper_of = keeper;
 }
 
 
@@ -466,7 +482,8 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
         return 0;
     }
 
-    n = 0;
+    /* a pool's lease waits for its requests, which are counted instead */
+    n = lock->tickets;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
@@ -475,6 +492,7 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
         node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
 
         if (node->notify && node->state != NGX_HTTP_ZK_LOCK_HELD
+            && !node->pooled
             && (node->gate == NULL
                 || node->gate->state == NGX_HTTP_ZK_LOCK_HELD))
         {
@@ -600,6 +618,10 @@ ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
     while (!ngx_queue_empty(&s->all)) {
         lq = ngx_queue_head(&s->all);
         lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+
+        if (lock->pool) {
+            ngx_http_zk_lock_recipe_keeper_of->free(lock);
+        }
 
         while (!ngx_queue_empty(&lock->nodes)) {
             q = ngx_queue_head(&lock->nodes);

@@ -46,6 +46,17 @@ typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
 
 
 /*
+ * The pools of kept leases (keep.c), above the recipe: a request's ticket
+ * is theirs to release, and their pools theirs to free
+ */
+
+typedef struct {
+    ngx_http_zk_lock_notify_pt    release;
+    void                        (*free)(ngx_http_zk_lock_t *lock);
+} ngx_http_zk_lock_keeper_t;
+
+
+/*
  * A node's life: the completions of its ZooKeeper requests move it, and
  * its owner's release() ("released"), after which the owner is told
  * nothing more and the node is freed once FAILED with no reply to come.
@@ -130,6 +141,9 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      trying:1;   /* fails rather than waits */
     unsigned                      untold:1;   /* held, its token to come */
     unsigned                      revocable:1; /* watches its own data */
+    unsigned                      pooled:1;   /* a lease a worker keeps */
+    unsigned                      ticket:1;   /* a request on a pool */
+    unsigned                      reused:1;   /* a ticket on a kept lease */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
@@ -140,6 +154,9 @@ struct ngx_http_zk_lock_node_s {
 
     /* created once this holds, released once told: see behind() */
     ngx_http_zk_lock_node_t      *gate;
+
+    /* a ticket's lease, see ngx_http_zk_lock_keep.c */
+    void                         *kept;
 };
 
 
@@ -183,6 +200,7 @@ void ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_counter_t *c);
 
 void ngx_http_zk_lock_recipe_handler(ngx_http_zk_lock_owner_t *owner);
+void ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper);
 
 /* the moves of a node that ngx_http_zk_lock_wait.c decides */
 

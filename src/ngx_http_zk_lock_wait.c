@@ -9,6 +9,7 @@
 #include <ngx_event.h>
 
 #include "ngx_http_zk_lock_wait.h"
+#include "ngx_http_zk_lock_keep.h"
 
 
 /*
@@ -232,6 +233,11 @@ ngx_http_zk_lock_wait_listed(ngx_http_zk_lock_t *lock,
 
     ngx_http_zk_lock_wait_watches(lock, &pl);
 
+    if (lock->pool) {
+        /* who else waits, and the fair shares of kept leases */
+        ngx_http_zk_lock_keep_listed(lock, pl.children, pl.n);
+    }
+
     if (pl.children) {
         ngx_free(pl.children);
     }
@@ -442,7 +448,8 @@ ngx_http_zk_lock_wait_watches(ngx_http_zk_lock_t *lock,
     lock->reads = pl->reads;
     lock->deep = (pl->n > (lock->deep ? NGX_HTTP_ZK_LOCK_DEEP / 4
                                       : NGX_HTTP_ZK_LOCK_DEEP)
-                  && !lock->count && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
+                  && !lock->count && !lock->keep
+                  && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
 
     if (lock->deep) {
         ngx_http_zk_lock_path_window(lock);

@@ -1,0 +1,1071 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_keep.h"
+
+
+/*
+ * Kept leases (zk_semaphore keep=<time>, protocol v1).  The nodes are
+ * Curator's, "_c_<uuid>-lock-<seq>", and a node holds a lease while fewer
+ * than "leases" children come before it, as ever; what changes is who
+ * owns a node.  A worker's nodes on the path belong to its pool, not to
+ * its requests: a request gets a ticket, and the ticket a lease that the
+ * pool holds, at once when one is idle, else in arrival order once one
+ * is freed or queued one holds.  When its request ends the lease stays in
+ * the pool, idle, until the next request or until "keep" has passed
+ * without one; then its node is deleted.  So a request on a kept lease
+ * costs ZooKeeper nothing, and the bound is as exact as Curator's: a
+ * request runs on a node that holds, and no two run on the same one.
+ *
+ * Fair shares.  Every listing of a path where the worker keeps leases
+ * sets a watch on its children (path_list()), so that the worker hears of
+ * any other participant that queues, and sees the queue: the nodes of a
+ * worker share the prefix of their UUID (session_ours()), so each
+ * participant is told apart, a Curator client's node on its own.  A
+ * participant with a node beyond the first "leases" waits, and wants more;
+ * one without waits for nothing, and has what it wants.  The fair share is
+ * max-min: the level L at which those that want more would get L each,
+ * the others what they hold.  While anybody else waits:
+ *
+ *   - a lease idle for longer than a grace (NGX_HTTP_ZK_LOCK_KEEP_GRACE,
+ *     a client's pause between two requests) is given back at once;
+ *   - a lease whose request ends is given back when the worker holds more
+ *     than L rounded up, or more than L rounded down while a participant
+ *     waits that has fewer than that (or none, whatever L): the one that
+ *     is owed a lease gets it in turn, as the queue is first come first
+ *     served, and from then on the shares stay put, with no ZooKeeper
+ *     write, as long as the demand does;
+ *   - at most one node of the worker queues: its requests wait behind it
+ *     in the worker, so that a participant that queues after it waits for
+ *     one node per worker at most.
+ *
+ * Without others waiting, the worker queues as many nodes as its requests
+ * need and the last listing showed free leases, and grows at once.
+ *
+ * A lease (its node's moves are the recipe's, see recipe.h):
+ *
+ *             held                a request ends
+ *   QUEUED ----------> BUSY <-----------------------+
+ *     |         (a ticket waits)  | ^               |
+ *     |                           | | a request     |
+ *     |          held             v | comes         |
+ *     +----------------------->  IDLE --------------+
+ *     | no ticket waits             |
+ *     |                             | keep passed, or the grace while
+ *     v                             v another waits; or over the share,
+ *   failed: the tickets fail      given back (its node deleted)
+ *
+ *   BUSY, IDLE --its node lost (the session expired, or may have)-->
+ *       dropped: its request is told as a holder is
+ */
+
+
+/* a lease idle for less than this is between a client's requests, ms */
+#define NGX_HTTP_ZK_LOCK_KEEP_GRACE  10
+
+
+typedef enum {
+    NGX_HTTP_ZK_LOCK_KEEP_QUEUED = 0,   /* its node waits in ZooKeeper */
+    NGX_HTTP_ZK_LOCK_KEEP_BUSY,         /* a request runs on it */
+    NGX_HTTP_ZK_LOCK_KEEP_IDLE          /* held, kept for the next one */
+} ngx_http_zk_lock_keep_e;
+
+
+typedef struct {
+    ngx_queue_t                   queue;      /* in pool->leases */
+    ngx_http_zk_lock_pool_t      *pool;
+    ngx_http_zk_lock_node_t      *node;
+    ngx_http_zk_lock_node_t      *ticket;     /* BUSY: its request's */
+    ngx_http_zk_lock_keep_e       state;
+    ngx_event_t                   timer;      /* IDLE: keep, or the grace */
+    ngx_msec_t                    since;      /* IDLE since */
+} ngx_http_zk_lock_lease_t;
+
+
+struct ngx_http_zk_lock_pool_s {
+    ngx_http_zk_lock_t           *lock;
+    ngx_queue_t                   leases;     /* the last idle first */
+    ngx_queue_t                   tickets;    /* waiting, first come first */
+    ngx_uint_t                    ntickets;   /* alive, waiting or not */
+    ngx_uint_t                    leases_n;   /* unless the counter says */
+    ngx_http_zk_lock_counter_t   *counter;
+    ngx_msec_t                    keep;
+    void                         *tag;        /* its owner's, for reports */
+
+    ngx_uint_t                    held;       /* BUSY and IDLE */
+    ngx_uint_t                    idle;
+    ngx_uint_t                    queued;
+
+    /* from the last listing */
+    ngx_uint_t                    free;       /* leases that nobody held */
+    ngx_uint_t                    ceil;       /* the fair share, rounded */
+    ngx_uint_t                    floor;
+    unsigned                      others:1;   /* another participant waits */
+    unsigned                      owed:1;     /* one waits under its share */
+};
+
+
+/* a participant in a listing: the nodes of one worker, or one node */
+
+typedef struct {
+    u_char                       *name;
+    size_t                        len;
+    ngx_uint_t                    held;
+    ngx_uint_t                    waiting;
+} ngx_http_zk_lock_part_t;
+
+
+static ngx_http_zk_lock_pool_t *ngx_http_zk_lock_keep_pool(
+    ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter);
+static ngx_int_t ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s,
+    ngx_str_t *path, ngx_http_zk_lock_pool_t *pool, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter);
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_ticket(
+    ngx_http_zk_lock_pool_t *pool, ngx_http_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log);
+static void ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease,
+    ngx_uint_t ended);
+static void ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
+    ngx_http_zk_lock_node_t *ticket);
+static void ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease);
+static void ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease);
+static void ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
+    ngx_uint_t demand);
+static void ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease);
+static void ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool,
+    int error);
+static void ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket);
+static void ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket);
+static void ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock);
+static ngx_uint_t ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_http_zk_lock_part_t *parts);
+static void ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
+    ngx_uint_t *demand);
+static ngx_uint_t ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_part_t *part);
+static int ngx_libc_cdecl ngx_http_zk_lock_keep_part_cmp(const void *one,
+    const void *two);
+static int ngx_libc_cdecl ngx_http_zk_lock_keep_uint_cmp(const void *one,
+    const void *two);
+
+
+static ngx_http_zk_lock_keep_report_pt  ngx_http_zk_lock_keep_report;
+
+static ngx_http_zk_lock_keeper_t  ngx_http_zk_lock_keeper = {
+    ngx_http_zk_lock_keep_release,
+    ngx_http_zk_lock_keep_free
+};
+
+
+void
+ngx_http_zk_lock_keep_init(ngx_http_zk_lock_keep_report_pt report)
+{
+    ngx_http_zk_lock_keep_report = report;
+    ngx_http_zk_lock_recipe_keeper(&ngx_http_zk_lock_keeper);
+}
+
+
+/*
+ * A request's ticket: HELD at once on an idle lease, else waiting for
+ * one (its owner is told, as of a node)
+ */
+
+ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
+    void *tag, ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+{
+    ngx_queue_t               *q;
+    ngx_http_zk_lock_pool_t   *pool;
+    ngx_http_zk_lock_node_t   *ticket;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    pool = ngx_http_zk_lock_keep_pool(s, path, leases, counter);
+    if (pool == NULL) {
+        return NULL;
+    }
+
+    pool->keep = keep;
+    pool->tag = tag;
+
+    ticket = ngx_http_zk_lock_keep_ticket(pool, notify, data, log);
+    if (ticket == NULL) {
+        ngx_http_zk_lock_keep_gc(pool);
+        return NULL;
+    }
+
+    /* the lease idle last: the others are let go after "keep" */
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = ngx_queue_next(q))
+    {
+        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE
+            && lease->node->state == NGX_HTTP_ZK_LOCK_HELD)
+        {
+            ngx_http_zk_lock_keep_grant(lease, ticket);
+            return ticket;
+        }
+    }
+
+    ngx_queue_insert_tail(&pool->tickets, &ticket->queue);
+    pool->lock->tickets++;
+
+    ngx_http_zk_lock_keep_refill(pool);
+
+    return ticket;
+}
+
+
+/* the worker's pool on the path; made with its first node */
+
+static ngx_http_zk_lock_pool_t *
+ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter)
+{
+    ngx_http_zk_lock_t       *lock;
+    ngx_http_zk_lock_pool_t  *pool;
+
+    lock = ngx_http_zk_lock_path_find(s, path->data, path->len);
+
+    if (lock && lock->pool) {
+        return lock->pool;
+    }
+
+    pool = ngx_calloc(sizeof(ngx_http_zk_lock_pool_t), &s->log);
+    if (pool == NULL) {
+        return NULL;
+    }
+
+    ngx_queue_init(&pool->leases);
+    ngx_queue_init(&pool->tickets);
+    pool->leases_n = leases;
+    pool->counter = counter;
+    pool->free = 1;
+
+    /* the lock is made, or found, by the pool's first node */
+
+    if (ngx_http_zk_lock_keep_queue(s, path, pool, leases, counter)
+        != NGX_OK)
+    {
+        ngx_free(pool);
+        return NULL;
+    }
+
+    return pool;
+}
+
+
+/* one more node of the pool queues */
+
+static ngx_int_t
+ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_http_zk_lock_pool_t *pool, ngx_uint_t leases,
+    ngx_http_zk_lock_counter_t *counter)
+{
+    u_char                    *p;
+    ngx_str_t                  info;
+    ngx_http_zk_lock_lease_t  *lease;
+    u_char                     buf[256];
+
+    lease = ngx_calloc(sizeof(ngx_http_zk_lock_lease_t), &s->log);
+    if (lease == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* the node's data tells an operator whose it is, and that it is kept */
+
+    p = ngx_snprintf(buf, sizeof(buf), "%V pid %P since %V kept for "
+                     "%Mms idle", &ngx_cycle->hostname, ngx_pid,
+                     &ngx_cached_http_log_iso8601, pool->keep);
+    info.data = buf;
+    info.len = p - buf;
+
+    lease->node = ngx_http_zk_lock_acquire(s, path, NGX_HTTP_ZK_LOCK_LEASE,
+                                           leases, 1, counter, &info,
+                                           ngx_http_zk_lock_keep_node_notify,
+                                           lease, &s->log);
+    if (lease->node == NULL) {
+        ngx_free(lease);
+        return NGX_ERROR;
+    }
+
+    lease->node->pooled = 1;
+    lease->pool = pool;
+    lease->state = NGX_HTTP_ZK_LOCK_KEEP_QUEUED;
+    lease->timer.handler = ngx_http_zk_lock_keep_timer_handler;
+    lease->timer.data = lease;
+    lease->timer.log = &s->log;
+    lease->timer.cancelable = 1;
+
+    if (pool->lock == NULL) {
+        pool->lock = lease->node->lock;
+        pool->lock->pool = pool;
+        pool->lock->keep = 1;
+        pool->lock->refs++;
+    }
+
+    ngx_queue_insert_tail(&pool->leases, &lease->queue);
+    pool->queued++;
+
+    if (pool->free) {
+        pool->free--;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+{
+    ngx_http_zk_lock_node_t  *ticket;
+
+    ticket = ngx_calloc(sizeof(ngx_http_zk_lock_node_t), log);
+    if (ticket == NULL) {
+        return NULL;
+    }
+
+    ticket->lock = pool->lock;
+    ticket->state = NGX_HTTP_ZK_LOCK_PARKED;
+    ticket->kind = NGX_HTTP_ZK_LOCK_LEASE;
+    ticket->leases = pool->leases_n;
+    ticket->weight = 1;
+    ticket->ticket = 1;
+    ticket->notify = notify;
+    ticket->data = data;
+    ticket->log = log;
+    ticket->notify_event.handler = ngx_http_zk_lock_keep_tell_handler;
+    ticket->notify_event.data = ticket;
+    ticket->notify_event.log = &pool->lock->session->log;
+    ticket->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
+
+    pool->ntickets++;
+
+    return ticket;
+}
+
+
+/*
+ * Nodes queue for the tickets that wait: one at a time while others wait
+ * too, else as many as the last listing showed free leases
+ */
+
+static void
+ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool)
+{
+    ngx_str_t                    path;
+    ngx_uint_t                   want;
+    ngx_http_zk_lock_t          *lock;
+    ngx_http_zk_lock_session_t  *s;
+
+    lock = pool->lock;
+    s = lock->session;
+
+    path.data = lock->path;
+    path.len = lock->sn.str.len;
+
+    /* ngx_min() and ngx_max() are macros: no conditional in them */
+    want = pool->others ? 1 : ngx_max(pool->free, 1);
+    want = ngx_min(lock->tickets, want);
+
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: \"%s\" keeps %ui, %ui idle, %ui queued for "
+                   "%ui waiting", lock->path, pool->held, pool->idle,
+                   pool->queued, lock->tickets);
+
+    while (pool->queued < want) {
+        if (ngx_http_zk_lock_keep_queue(s, &path, pool, pool->leases_n,
+                                        pool->counter)
+            != NGX_OK)
+        {
+            if (pool->queued == 0) {
+                ngx_http_zk_lock_keep_fail(pool, ZSYSTEMERROR);
+            }
+
+            return;
+        }
+    }
+}
+
+
+/* a node of the pool is told: it holds, or it is lost */
+
+static void
+ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
+{
+    ngx_http_zk_lock_pool_t   *pool;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    lease = node->data;
+    pool = lease->pool;
+
+    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+
+        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
+            pool->queued--;
+            pool->held++;
+            ngx_http_zk_lock_keep_assign(lease, 0);
+            ngx_http_zk_lock_keep_refill(pool);
+        }
+
+        return;
+    }
+
+    ngx_http_zk_lock_keep_drop(lease);
+    ngx_http_zk_lock_keep_gc(pool);
+}
+
+
+/*
+ * A lease is free: its node has come to hold, or its request ended
+ * ("ended"); the request that waits longest gets it, unless the worker
+ * has more than its share
+ */
+
+static void
+ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease,
+    ngx_uint_t ended)
+{
+    ngx_queue_t              *q;
+    ngx_http_zk_lock_pool_t  *pool;
+    ngx_http_zk_lock_node_t  *ticket;
+
+    pool = lease->pool;
+
+    if (ngx_exiting || ngx_terminate || ngx_quit) {
+        /* the workers that replace this one need the lease */
+        ngx_http_zk_lock_keep_give_back(lease, 0);
+        return;
+    }
+
+    if (ended && pool->others
+        && (pool->held > pool->ceil
+            || (pool->owed && pool->held > pool->floor)))
+    {
+        ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &pool->lock->session->log, 0,
+                       "zk lock: \"%s\" gives a lease back: holds %ui, "
+                       "its share %ui-%ui", pool->lock->path, pool->held,
+                       pool->floor, pool->ceil);
+
+        ngx_http_zk_lock_keep_give_back(lease, 1);
+        return;
+    }
+
+    if (!ngx_queue_empty(&pool->tickets)
+        && lease->node->state == NGX_HTTP_ZK_LOCK_HELD)
+    {
+        q = ngx_queue_head(&pool->tickets);
+        ngx_queue_remove(q);
+        pool->lock->tickets--;
+
+        ticket = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        ngx_http_zk_lock_keep_grant(lease, ticket);
+        ngx_http_zk_lock_keep_tell(ticket);
+
+        if (pool->lock->tickets == 0) {
+            /* served by a lease freed: the nodes queued for it are not */
+            ngx_http_zk_lock_keep_unqueue(pool);
+        }
+
+        return;
+    }
+
+    ngx_http_zk_lock_keep_idle(lease);
+}
+
+
+/* the ticket holds: it shows its lease's node, the token included */
+
+static void
+ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
+    ngx_http_zk_lock_node_t *ticket)
+{
+    ngx_http_zk_lock_node_t  *node;
+
+    if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+        lease->pool->idle--;
+        ngx_http_zk_lock_keep_report(lease->pool->tag, -1, 0);
+
+        if (lease->timer.timer_set) {
+            ngx_del_timer(&lease->timer);
+        }
+    }
+
+    node = lease->node;
+
+    /* a lease held before this request: no ZooKeeper call made for it */
+    ticket->reused = (lease->state != NGX_HTTP_ZK_LOCK_KEEP_QUEUED);
+
+    lease->state = NGX_HTTP_ZK_LOCK_KEEP_BUSY;
+    lease->ticket = ticket;
+
+    ticket->kept = lease;
+    ticket->state = NGX_HTTP_ZK_LOCK_HELD;
+    ticket->seq = node->seq;
+    ticket->czxid = node->czxid;
+    ticket->name_len = node->name_len;
+    ngx_memcpy(ticket->name, node->name, sizeof(node->name));
+    ngx_memcpy(ticket->uuid, node->uuid, sizeof(node->uuid));
+}
+
+
+static void
+ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+
+    pool = lease->pool;
+
+    lease->state = NGX_HTTP_ZK_LOCK_KEEP_IDLE;
+    lease->ticket = NULL;
+    lease->since = ngx_current_msec;
+
+    pool->idle++;
+    ngx_http_zk_lock_keep_report(pool->tag, 1, 0);
+
+    /* the last idle first: the one idle longest is the one let go */
+    ngx_queue_remove(&lease->queue);
+    ngx_queue_insert_head(&pool->leases, &lease->queue);
+
+    ngx_http_zk_lock_keep_check(lease);
+}
+
+
+/*
+ * An idle lease is given back once it has been idle for "keep", or for
+ * the grace while somebody else waits; else its timer is set for that
+ */
+
+static void
+ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
+{
+    ngx_msec_t                idle, limit;
+    ngx_http_zk_lock_pool_t  *pool;
+
+    pool = lease->pool;
+
+    limit = ngx_min(pool->keep, NGX_HTTP_ZK_LOCK_KEEP_GRACE);
+
+    if (!pool->others) {
+        limit = pool->keep;
+    }
+
+    idle = ngx_current_msec - lease->since;
+
+    if (idle >= limit) {
+        ngx_http_zk_lock_keep_give_back(lease, pool->others);
+        return;
+    }
+
+    ngx_add_timer(&lease->timer, limit - idle);
+}
+
+
+static void
+ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_pool_t   *pool;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    lease = ev->data;
+    pool = lease->pool;
+
+    if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+        ngx_http_zk_lock_keep_check(lease);
+        ngx_http_zk_lock_keep_gc(pool);
+    }
+}
+
+
+/* the lease's node is deleted; "demand": for somebody else who waits */
+
+static void
+ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
+    ngx_uint_t demand)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+
+    pool = lease->pool;
+
+    if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+        pool->idle--;
+        ngx_http_zk_lock_keep_report(pool->tag, -1, 0);
+    }
+
+    if (lease->timer.timer_set) {
+        ngx_del_timer(&lease->timer);
+    }
+
+    if (demand) {
+        ngx_http_zk_lock_keep_report(pool->tag, 0, 1);
+    }
+
+    pool->held--;
+
+    ngx_queue_remove(&lease->queue);
+    ngx_http_zk_lock_release(lease->node);
+    ngx_free(lease);
+}
+
+
+/*
+ * The node of a lease failed, or was let go (see recipe_jeopardy()): its
+ * request is told as a holder is; a queued one fails the tickets that
+ * wait, as their own nodes would have failed them
+ */
+
+static void
+ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+    ngx_http_zk_lock_node_t  *node, *ticket;
+
+    pool = lease->pool;
+    node = lease->node;
+
+    switch (lease->state) {
+
+    case NGX_HTTP_ZK_LOCK_KEEP_QUEUED:
+        pool->queued--;
+
+        if (pool->queued == 0) {
+            ngx_http_zk_lock_keep_fail(pool, node->error);
+        }
+
+        break;
+
+    case NGX_HTTP_ZK_LOCK_KEEP_BUSY:
+        pool->held--;
+
+        ticket = lease->ticket;
+        ticket->kept = NULL;
+        ticket->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ticket->error = node->error;
+        ticket->was_held = 1;
+        ngx_http_zk_lock_keep_tell(ticket);
+        break;
+
+    default: /* IDLE */
+        pool->held--;
+        pool->idle--;
+        ngx_http_zk_lock_keep_report(pool->tag, -1, 0);
+    }
+
+    if (lease->timer.timer_set) {
+        ngx_del_timer(&lease->timer);
+    }
+
+    ngx_queue_remove(&lease->queue);
+    ngx_http_zk_lock_release(node);
+    ngx_free(lease);
+}
+
+
+static void
+ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool, int error)
+{
+    ngx_queue_t              *q;
+    ngx_http_zk_lock_node_t  *ticket;
+
+    while (!ngx_queue_empty(&pool->tickets)) {
+        q = ngx_queue_head(&pool->tickets);
+        ngx_queue_remove(q);
+        pool->lock->tickets--;
+
+        ticket = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        ticket->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ticket->error = error;
+        ngx_http_zk_lock_keep_tell(ticket);
+    }
+}
+
+
+/* no request waits any more: neither do the nodes queued for them */
+
+static void
+ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool)
+{
+    ngx_queue_t               *q, *nq;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED
+            && lease->node->state != NGX_HTTP_ZK_LOCK_HELD)
+        {
+            pool->queued--;
+            ngx_queue_remove(q);
+            ngx_http_zk_lock_release(lease->node);
+            ngx_free(lease);
+        }
+    }
+}
+
+
+/* the request is done with its ticket (see recipe release()) */
+
+static void
+ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
+{
+    ngx_http_zk_lock_pool_t   *pool;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    pool = ticket->lock->pool;
+
+    if (ticket->notify_event.posted) {
+        ngx_delete_posted_event(&ticket->notify_event);
+    }
+
+    switch (ticket->state) {
+
+    case NGX_HTTP_ZK_LOCK_PARKED:
+        ngx_queue_remove(&ticket->queue);
+        pool->lock->tickets--;
+
+        if (pool->lock->tickets == 0) {
+            ngx_http_zk_lock_keep_unqueue(pool);
+        }
+
+        break;
+
+    case NGX_HTTP_ZK_LOCK_HELD:
+        lease = ticket->kept;
+        lease->ticket = NULL;
+        ngx_http_zk_lock_keep_assign(lease, 1);
+        break;
+
+    default: /* FAILED */
+        break;
+    }
+
+    ngx_free(ticket);
+
+    pool->ntickets--;
+    ngx_http_zk_lock_keep_gc(pool);
+}
+
+
+static void
+ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket)
+{
+    if (!ticket->notify_event.posted) {
+        ngx_post_event(&ticket->notify_event, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_node_t  *ticket;
+
+    ticket = ev->data;
+
+    if (ticket->notify) {
+        ticket->notify(ticket);
+    }
+}
+
+
+/* a pool with no lease and no ticket goes, and lets its lock go */
+
+static void
+ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool)
+{
+    ngx_http_zk_lock_t  *lock;
+
+    if (!ngx_queue_empty(&pool->leases) || pool->ntickets) {
+        return;
+    }
+
+    lock = pool->lock;
+    lock->pool = NULL;
+    lock->keep = 0;
+    lock->refs--;
+
+    ngx_free(pool);
+
+    ngx_http_zk_lock_path_gc(lock);
+}
+
+
+/* the worker exits: its nodes go with the session, the recipe frees them */
+
+static void
+ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock)
+{
+    ngx_queue_t               *q;
+    ngx_http_zk_lock_pool_t   *pool;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    pool = lock->pool;
+
+    while (!ngx_queue_empty(&pool->leases)) {
+        q = ngx_queue_head(&pool->leases);
+        ngx_queue_remove(q);
+
+        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+        if (lease->timer.timer_set) {
+            ngx_del_timer(&lease->timer);
+        }
+
+        ngx_free(lease);
+    }
+
+    lock->pool = NULL;
+    lock->refs--;
+
+    ngx_free(pool);
+}
+
+
+/*
+ * A listing of a path where the worker keeps leases: who else waits, and
+ * the fair shares (see above)
+ */
+
+void
+ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+{
+    ngx_uint_t                 np, leases;
+    ngx_queue_t               *q, *nq;
+    ngx_http_zk_lock_pool_t   *pool;
+    ngx_http_zk_lock_part_t   *parts;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    pool = lock->pool;
+
+    if (pool == NULL || n == 0) {
+        return;
+    }
+
+    /* the participants, then their demands */
+
+    parts = ngx_alloc(n * sizeof(ngx_http_zk_lock_part_t)
+                      + (n + 1) * sizeof(ngx_uint_t), &lock->session->log);
+    if (parts == NULL) {
+        return;
+    }
+
+    leases = pool->leases_n;
+
+    if (pool->counter && pool->counter->value) {
+        leases = pool->counter->value;
+    }
+
+    np = ngx_http_zk_lock_keep_parts(pool, children, n, leases, parts);
+    ngx_http_zk_lock_keep_share(pool, parts, np, leases,
+                                (ngx_uint_t *) (void *) &parts[n]);
+
+    ngx_free(parts);
+
+    if (!pool->others) {
+        return;
+    }
+
+    /* the listing's completion holds the lock meanwhile */
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+            ngx_http_zk_lock_keep_check(lease);
+        }
+    }
+
+    ngx_http_zk_lock_keep_gc(pool);
+}
+
+
+/* the participants of a listing, with their nodes held and waiting */
+
+static ngx_uint_t
+ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_http_zk_lock_part_t *parts)
+{
+    ngx_uint_t                i, np, participants;
+    ngx_http_zk_lock_part_t  *p;
+
+    np = 0;
+    participants = 0;
+
+    for (i = 0; i < n; i++) {
+
+        if (children[i].seq >= NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
+            /* no participant: sorted last */
+            break;
+        }
+
+        participants++;
+
+        p = &parts[np++];
+        p->name = children[i].name;
+
+        /* a worker's nodes share the start of their UUID */
+
+        p->len = (children[i].len > NGX_HTTP_ZK_LOCK_OURS_LEN
+                  && ngx_strncmp(p->name, "_c_", 3) == 0)
+                 ? NGX_HTTP_ZK_LOCK_OURS_LEN : children[i].len;
+        p->held = (i < leases);
+        p->waiting = (i >= leases);
+    }
+
+    pool->free = (participants < leases) ? leases - participants : 0;
+
+    if (np < 2) {
+        return np;
+    }
+
+    ngx_qsort(parts, np, sizeof(ngx_http_zk_lock_part_t),
+              ngx_http_zk_lock_keep_part_cmp);
+
+    /* one entry per participant */
+
+    p = parts;
+
+    for (i = 1; i < np; i++) {
+        if (ngx_http_zk_lock_keep_part_cmp(p, &parts[i]) == 0) {
+            p->held += parts[i].held;
+            p->waiting += parts[i].waiting;
+            continue;
+        }
+
+        *++p = parts[i];
+    }
+
+    return p - parts + 1;
+}
+
+
+/*
+ * The max-min fair share: the participants that wait get the level L,
+ * those that do not what they hold, and all of it comes to "leases".
+ * This worker wants more when a request of its waits, else what its
+ * requests run on: its idle leases are nobody's need.
+ */
+
+static void
+ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
+    ngx_uint_t *demand)
+{
+    ngx_uint_t  i, nd, left, remaining;
+
+    nd = 0;
+    left = 1;
+    pool->others = 0;
+
+    if (pool->lock->tickets == 0) {
+        demand[nd++] = pool->held - pool->idle;
+    }
+
+    for (i = 0; i < np; i++) {
+
+        if (ngx_http_zk_lock_keep_ours(pool, &parts[i])) {
+            continue;
+        }
+
+        left++;
+
+        if (parts[i].waiting) {
+            pool->others = 1;
+
+        } else {
+            demand[nd++] = parts[i].held;
+        }
+    }
+
+    ngx_qsort(demand, nd, sizeof(ngx_uint_t), ngx_http_zk_lock_keep_uint_cmp);
+
+    remaining = leases;
+
+    for (i = 0; i < nd; i++) {
+        if (demand[i] * (left - i) > remaining) {
+            break;
+        }
+
+        remaining -= demand[i];
+    }
+
+    left -= i;
+
+    pool->floor = left ? remaining / left : leases;
+    pool->ceil = left ? (remaining + left - 1) / left : leases;
+
+    /* one that waits with fewer than that, or none, is owed a lease */
+
+    pool->owed = 0;
+
+    for (i = 0; i < np; i++) {
+        if (parts[i].waiting
+            && parts[i].held < ngx_max(pool->floor, 1)
+            && !ngx_http_zk_lock_keep_ours(pool, &parts[i]))
+        {
+            pool->owed = 1;
+            break;
+        }
+    }
+}
+
+
+static ngx_uint_t
+ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_part_t *part)
+{
+    return part->len == NGX_HTTP_ZK_LOCK_OURS_LEN
+           && ngx_http_zk_lock_session_ours(pool->lock->session, part->name);
+}
+
+
+static int ngx_libc_cdecl
+ngx_http_zk_lock_keep_part_cmp(const void *one, const void *two)
+{
+    const ngx_http_zk_lock_part_t  *a = one, *b = two;
+
+    if (a->len != b->len) {
+        return (a->len < b->len) ? -1 : 1;
+    }
+
+    return ngx_memcmp(a->name, b->name, a->len);
+}
+
+
+static int ngx_libc_cdecl
+ngx_http_zk_lock_keep_uint_cmp(const void *one, const void *two)
+{
+    const ngx_uint_t  *a = one, *b = two;
+
+    return (*a > *b) - (*a < *b);
+}

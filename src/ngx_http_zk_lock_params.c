@@ -1,0 +1,446 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_zk_lock_params.h"
+#include "ngx_http_zk_lock_path.h"
+
+
+/*
+ * The parameters of a lock directive (zk_mutex, zk_semaphore, zk_rwlock)
+ * into its spec: each checked alone, then together.
+ */
+
+
+static char *ngx_http_zk_lock_params_one(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
+static ngx_uint_t ngx_http_zk_lock_params_duplicate(ngx_str_t *value,
+    ngx_uint_t first, ngx_uint_t i);
+static char *ngx_http_zk_lock_params_leases(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
+static char *ngx_http_zk_lock_params_keep(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
+static char *ngx_http_zk_lock_params_weight(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
+static ngx_int_t ngx_http_zk_lock_params_choice(ngx_conf_t *cf,
+    ngx_str_t *value, size_t skip, char *yes, char *no);
+static ngx_int_t ngx_http_zk_lock_params_check_path(ngx_str_t *path);
+
+
+/*
+ * Parameters are counted here, not by the directive's flags, so that a
+ * missing one is named rather than "invalid number of arguments".
+ */
+
+char *
+ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
+    ngx_http_zk_lock_spec_t *spec)
+{
+    ngx_str_t   *value, s;
+    ngx_uint_t   i, first, dflt;
+
+    value = cf->args->elts;
+    first = 2;
+    dflt = 0;
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
+
+        if (cf->args->nelts < 3) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" must have \"read\" or \"write\" "
+                               "after the path", &cmd->name);
+            return NGX_CONF_ERROR;
+        }
+
+        if (ngx_strcmp(value[2].data, "write") == 0) {
+            spec->type = NGX_HTTP_ZK_LOCK_RWLOCK_WRITE;
+
+        } else if (ngx_strcmp(value[2].data, "read") != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" must be \"read\" or \"write\", "
+                               "not \"%V\"", &cmd->name, &value[2]);
+            return NGX_CONF_ERROR;
+        }
+
+        first = 3;
+    }
+
+    for (i = first; i < cf->args->nelts; i++) {
+
+        /* "leases=3 leases=zk:/c": which one would count is a guess */
+
+        if (ngx_http_zk_lock_params_duplicate(value, first, i)) {
+            s.data = value[i].data;
+            s.len = ngx_strlchr(s.data, s.data + value[i].len, '=') - s.data;
+
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" parameter is duplicate", &s);
+            return NGX_CONF_ERROR;
+        }
+
+        if (ngx_http_zk_lock_params_one(cf, spec, &value[i]) != NGX_CONF_OK) {
+            return NGX_CONF_ERROR;
+        }
+
+        dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
+    }
+
+    if (spec->leases && spec->weight > spec->leases
+        && spec->counter.len == 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"weight=%ui\" is more than \"leases=%ui\"",
+                           spec->weight, spec->leases);
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->keep && spec->v2) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"keep\" is not for \"protocol=v2\": its "
+                           "leases are taken under a mutex");
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->revocable && spec->v2) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"revocable=on\" is not for \"reentrant=off\", "
+                           "which Curator's InterProcessSemaphoreMutex is");
+        return NGX_CONF_ERROR;
+    }
+
+    if (dflt && spec->counter.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"leases_default\" is only for a count read "
+                           "with \"leases=zk:\"");
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->leases == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           spec->counter.len
+                           ? "\"%V\" with \"leases=zk:\" must have "
+                             "\"leases_default\" parameter"
+                           : "\"%V\" must have \"leases\" parameter",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* one parameter of a lock directive */
+
+static char *
+ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    ngx_int_t   n;
+    ngx_str_t   s;
+
+    if (ngx_strncmp(value->data, "timeout=", 8) == 0) {
+
+        s.len = value->len - 8;
+        s.data = value->data + 8;
+
+        spec->timeout = ngx_parse_time(&s, 0);
+        if (spec->timeout == (ngx_msec_t) NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid timeout \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value->data, "max_waiting=", 12) == 0) {
+
+        n = ngx_atoi(value->data + 12, value->len - 12);
+        if (n == NGX_ERROR || n == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid max_waiting \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        spec->max_waiting = n;
+        return NGX_CONF_OK;
+    }
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "protocol=", 9) == 0)
+    {
+        n = ngx_http_zk_lock_params_choice(cf, value, 9, "v2", "v1");
+        if (n == NGX_ERROR) {
+            return NGX_CONF_ERROR;
+        }
+
+        spec->v2 = n;
+        return NGX_CONF_OK;
+    }
+
+    /* Curator's InterProcessSemaphoreMutex: a v2 semaphore, 1 lease */
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_MUTEX
+        && ngx_strncmp(value->data, "reentrant=", 10) == 0)
+    {
+        n = ngx_http_zk_lock_params_choice(cf, value, 10, "off", "on");
+        if (n == NGX_ERROR) {
+            return NGX_CONF_ERROR;
+        }
+
+        spec->v2 = n;
+        spec->reentrant = !n;
+        return NGX_CONF_OK;
+    }
+
+    /* Curator's acquire(qty), in one multi(): see ngx_http_zk_lock_group.c */
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "weight=", 7) == 0)
+    {
+        return ngx_http_zk_lock_params_weight(cf, spec, value);
+    }
+
+    /* leases a worker keeps: see ngx_http_zk_lock_keep.c */
+
+    if (ngx_strncmp(value->data, "keep=", 5) == 0) {
+        return ngx_http_zk_lock_params_keep(cf, spec, value);
+    }
+
+    /* Curator's Revocable: InterProcessMutex and the read/write lock */
+
+    if (spec->type != NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "revocable=", 10) == 0)
+    {
+        n = ngx_http_zk_lock_params_choice(cf, value, 10, "on", "off");
+        if (n == NGX_ERROR) {
+            return NGX_CONF_ERROR;
+        }
+
+        spec->revocable = n;
+        return NGX_CONF_OK;
+    }
+
+    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+        && ngx_strncmp(value->data, "leases", 6) == 0)
+    {
+        return ngx_http_zk_lock_params_leases(cf, spec, value);
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid parameter \"%V\"", value);
+    return NGX_CONF_ERROR;
+}
+
+
+/* a parameter of the same name ("leases" for "leases=zk:" too) before i */
+
+static ngx_uint_t
+ngx_http_zk_lock_params_duplicate(ngx_str_t *value, ngx_uint_t first,
+    ngx_uint_t i)
+{
+    u_char      *eq;
+    size_t       len;
+    ngx_uint_t   k;
+
+    eq = ngx_strlchr(value[i].data, value[i].data + value[i].len, '=');
+    if (eq == NULL) {
+        return 0;
+    }
+
+    len = eq - value[i].data + 1;
+
+    for (k = first; k < i; k++) {
+        if (value[k].len >= len
+            && ngx_strncmp(value[k].data, value[i].data, len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* leases=<n>, leases=zk:<path>, leases_default=<n> */
+
+static char *
+ngx_http_zk_lock_params_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    size_t     j;
+    ngx_int_t  n;
+
+    if (ngx_strncmp(value->data, "leases=zk:", 10) == 0) {
+        spec->counter.data = value->data + 10;
+        spec->counter.len = value->len - 10;
+
+        if (ngx_http_zk_lock_params_check_path(&spec->counter) != NGX_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid lease count path in \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value->data, "leases=", 7) == 0) {
+        j = 7;
+
+    } else if (ngx_strncmp(value->data, "leases_default=", 15) == 0) {
+        j = 15;
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", value);
+        return NGX_CONF_ERROR;
+    }
+
+    n = ngx_atoi(value->data + j, value->len - j);
+    if (n == NGX_ERROR || n < 1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid number of leases \"%V\"", value);
+        return NGX_CONF_ERROR;
+    }
+
+    spec->leases = n;
+
+    return NGX_CONF_OK;
+}
+
+
+/* keep=<time>: for a semaphore's leases only, which are alike */
+
+static char *
+ngx_http_zk_lock_params_keep(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    ngx_str_t  s;
+
+    if (spec->type != NGX_HTTP_ZK_LOCK_SEMAPHORE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"keep\" is only for \"zk_semaphore\": a "
+                           "worker keeps a lease, not a lock that others "
+                           "wait for");
+        return NGX_CONF_ERROR;
+    }
+
+    s.len = value->len - 5;
+    s.data = value->data + 5;
+
+    spec->keep = ngx_parse_time(&s, 0);
+
+    if (spec->keep == (ngx_msec_t) NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid keep \"%V\"", value);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* weight=<n> or weight=<$variable>, checked for each request */
+
+static char *
+ngx_http_zk_lock_params_weight(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+    ngx_str_t *value)
+{
+    ngx_int_t                          n;
+    ngx_str_t                          v;
+    ngx_http_compile_complex_value_t   ccv;
+
+    v.data = value->data + 7;
+    v.len = value->len - 7;
+
+    if (ngx_http_script_variables_count(&v) == 0) {
+        n = ngx_atoi(v.data, v.len);
+
+        if (n < 1) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid weight \"%V\"", value);
+            return NGX_CONF_ERROR;
+        }
+
+        spec->weight = n;
+        return NGX_CONF_OK;
+    }
+
+    spec->weight_cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (spec->weight_cv == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+
+    ccv.cf = cf;
+    ccv.value = &v;
+    ccv.complex_value = spec->weight_cv;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* "name=yes" is 1, "name=no" is 0 */
+
+static ngx_int_t
+ngx_http_zk_lock_params_choice(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
+    char *yes, char *no)
+{
+    if (ngx_strcmp(value->data + skip, yes) == 0) {
+        return 1;
+    }
+
+    if (ngx_strcmp(value->data + skip, no) == 0) {
+        return 0;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\", \"%s\" or \"%s\" expected",
+                       value, no, yes);
+
+    return NGX_ERROR;
+}
+
+
+/* an absolute path of literal segments, as zk_hosts' chroot */
+
+static ngx_int_t
+ngx_http_zk_lock_params_check_path(ngx_str_t *path)
+{
+    u_char     *p, *last;
+    ngx_str_t   seg;
+
+    p = path->data;
+    last = p + path->len;
+
+    if (path->len < 2 || *p != '/') {
+        return NGX_ERROR;
+    }
+
+    while (p < last) {
+        seg.data = ++p;
+        p = ngx_strlchr(p, last, '/');
+        if (p == NULL) {
+            p = last;
+        }
+
+        seg.len = p - seg.data;
+
+        if (ngx_http_zk_lock_path_check_segment(&seg, 0) != NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
