@@ -12,19 +12,11 @@
 #include "ngx_http_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_semv2.h"
 #include "ngx_http_zk_lock_keep.h"
+#include "ngx_http_zk_lock_eval.h"
 #include "ngx_http_zk_lock_metrics.h"
 
 
 #define NGX_HTTP_ZK_LOCK_NONE      ((ngx_uint_t) -1)
-
-/* node data: "<host> pid <pid> since <time> <method> <uri>", truncated */
-#define NGX_HTTP_ZK_LOCK_INFO_LEN  256
-
-
-/* the directive of a lock, as log lines name it */
-#define ngx_http_zk_lock_directive(spec)                                     \
-    ngx_http_zk_lock_types[(spec)->type].directive
-
 
 
 
@@ -32,14 +24,6 @@ static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_get_ctx(
     ngx_http_request_t *r);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_create_ctx(
     ngx_http_request_t *r);
-static ngx_int_t ngx_http_zk_lock_handler_eval(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *want);
-static ngx_int_t ngx_http_zk_lock_handler_eval_weight(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight);
-static ngx_int_t ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
-static ngx_int_t ngx_http_zk_lock_handler_hold_cmp(const void *one,
-    const void *two);
 static ngx_int_t ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
@@ -68,9 +52,6 @@ static void ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited);
 static void ngx_http_zk_lock_handler_fail_late(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited, const char *why);
-static ngx_int_t ngx_http_zk_lock_handler_info(ngx_http_request_t *r,
-    ngx_str_t *info);
-static size_t ngx_http_zk_lock_handler_utf8_cut(u_char *text, size_t len);
 static ngx_int_t ngx_http_zk_lock_handler_refused(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static ngx_int_t ngx_http_zk_lock_handler_block(ngx_http_request_t *r,
@@ -161,7 +142,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     for (i = 0; i < n; i++) {
         want[i].spec = &spec[i];
 
-        rc = ngx_http_zk_lock_handler_eval(r, &spec[i], &want[i]);
+        rc = ngx_http_zk_lock_eval(r, &spec[i], &want[i]);
         if (rc != NGX_OK) {
             return rc;
         }
@@ -174,7 +155,7 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
 
     if (n > 1) {
         ngx_sort(want, n, sizeof(ngx_http_zk_lock_hold_t),
-                 ngx_http_zk_lock_handler_hold_cmp);
+                 ngx_http_zk_lock_eval_cmp);
     }
 
     for (i = 0; i < n; i++) {
@@ -223,26 +204,6 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     }
 
     return NGX_DECLINED;
-}
-
-
-static ngx_int_t
-ngx_http_zk_lock_handler_hold_cmp(const void *one, const void *two)
-{
-    const ngx_http_zk_lock_hold_t  *a = one;
-    const ngx_http_zk_lock_hold_t  *b = two;
-
-    ngx_int_t  rc;
-
-    rc = ngx_memn2cmp(a->path.data, b->path.data, a->path.len, b->path.len);
-
-    /* on one path the write lock first: the read lock is then a re-entry */
-
-    if (rc == 0) {
-        rc = (ngx_int_t) b->spec->type - (ngx_int_t) a->spec->type;
-    }
-
-    return rc;
 }
 
 
@@ -325,138 +286,6 @@ ngx_http_zk_lock_handler_create_ctx(ngx_http_request_t *r)
     ngx_http_set_ctx(r->main, ctx, ngx_http_zk_lock_module);
 
     return ctx;
-}
-
-
-/*
- * A path is a list of segments; a segment that comes from variables is
- * checked here, so that a value cannot add levels ("/", "..") or bytes
- * ZooKeeper refuses.
- */
-
-/* what the request's variables make of a lock: its path, its weight */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_eval(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *want)
-{
-    ngx_int_t  rc;
-
-    rc = ngx_http_zk_lock_handler_eval_path(r, spec, &want->path);
-    if (rc != NGX_OK) {
-        return rc;
-    }
-
-    return ngx_http_zk_lock_handler_eval_weight(r, spec, &want->weight);
-}
-
-
-/*
- * The leases a request takes (zk_semaphore weight=): from a variable, a
- * number from 1 to the leases, else 400 before any node is made.  With a
- * count read from ZooKeeper, a weight above it waits for it to grow.
- */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_eval_weight(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight)
-{
-    ngx_int_t  n;
-    ngx_str_t  v;
-
-    if (spec->weight_cv == NULL) {
-        *weight = spec->weight;
-        return NGX_OK;
-    }
-
-    if (ngx_http_complex_value(r, spec->weight_cv, &v) != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    n = ngx_atoi(v.data, v.len);
-
-    if (n < 1 || (spec->counter.len == 0 && (ngx_uint_t) n > spec->leases)) {
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "%s \"%V\": invalid weight \"%V\", 1 to %ui expected",
-                      ngx_http_zk_lock_directive(spec), &spec->name, &v,
-                      spec->leases);
-        return NGX_HTTP_BAD_REQUEST;
-    }
-
-    *weight = n;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_zk_lock_handler_eval_path(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path)
-{
-    u_char                     *p;
-    size_t                      len;
-    ngx_str_t                  *v;
-    ngx_uint_t                  i, n;
-    const char                 *err;
-    ngx_http_complex_value_t      *cv;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
-
-    cv = spec->segments->elts;
-    n = spec->segments->nelts;
-
-    v = ngx_palloc(r->pool, n * sizeof(ngx_str_t));
-    if (v == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-    len = 0;
-
-    for (i = 0; i < n; i++) {
-
-        if (ngx_http_complex_value(r, &cv[i], &v[i]) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        if (cv[i].lengths) {
-            err = ngx_http_zk_lock_path_check_segment(&v[i],
-                                                      i == 0
-                                                      && !lmcf->chroot.len);
-
-            if (err) {
-                ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                              "%s path \"%V\": segment %ui is %s",
-                              ngx_http_zk_lock_directive(spec),
-                              &spec->name, i + 1, err);
-                return NGX_HTTP_BAD_REQUEST;
-            }
-        }
-
-        len += 1 + v[i].len;
-    }
-
-    if (len > lmcf->max_path) {
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "%s path \"%V\" is longer than %uz bytes",
-                      ngx_http_zk_lock_directive(spec),
-                      &spec->name, lmcf->max_path);
-        return NGX_HTTP_BAD_REQUEST;
-    }
-
-    p = ngx_pnalloc(r->pool, len);
-    if (p == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    path->data = p;
-    path->len = len;
-
-    for (i = 0; i < n; i++) {
-        *p++ = '/';
-        p = ngx_cpymem(p, v[i].data, v[i].len);
-    }
-
-    return NGX_OK;
 }
 
 
@@ -829,7 +658,7 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
     spec = hold->spec;
 
-    if (ngx_http_zk_lock_handler_info(r, &info) != NGX_OK) {
+    if (ngx_http_zk_lock_eval_info(r, &info) != NGX_OK) {
         return NULL;
     }
 
@@ -919,77 +748,6 @@ ngx_http_zk_lock_handler_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
 {
     return (spec->timeout != NGX_CONF_UNSET_MSEC) ? spec->timeout
                                                   : llcf->timeout;
-}
-
-
-/*
- * The node's data tells an operator who holds it: host, worker pid,
- * request and since when, short and bounded.
- */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_info(ngx_http_request_t *r, ngx_str_t *info)
-{
-    u_char     *p, *q, *last;
-    ngx_str_t   uri;
-
-    p = ngx_pnalloc(r->pool, NGX_HTTP_ZK_LOCK_INFO_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    info->data = p;
-    last = p + NGX_HTTP_ZK_LOCK_INFO_LEN;
-
-    p = ngx_slprintf(p, last, "%V pid %P since %V ", &ngx_cycle->hostname,
-                     ngx_pid, &ngx_cached_http_log_iso8601);
-
-    /*
-     * The path without the arguments: anybody who may read the lock's
-     * nodes (the default ACL: anyone) would read tokens and passwords
-     */
-
-    uri = r->main->unparsed_uri;
-
-    q = ngx_strlchr(uri.data, uri.data + uri.len, '?');
-    if (q) {
-        uri.len = q - uri.data;
-    }
-
-    p = ngx_slprintf(p, last, "%V %V", &r->main->method_name, &uri);
-
-    info->len = p - info->data;
-
-    if (p == last) {
-        info->len = ngx_http_zk_lock_handler_utf8_cut(info->data, info->len);
-    }
-
-    return NGX_OK;
-}
-
-
-/* a text cut at a byte count: the last character, if cut in half, goes */
-
-static size_t
-ngx_http_zk_lock_handler_utf8_cut(u_char *text, size_t len)
-{
-    size_t  i, n;
-
-    for (i = len; i > 0 && len - i < 4; i--) {
-        if ((text[i - 1] & 0xc0) != 0x80) {
-            break;
-        }
-    }
-
-    if (i == 0 || text[i - 1] < 0x80) {
-        return len;
-    }
-
-    /* a lead byte at i - 1: the length its bits announce */
-
-    n = (text[i - 1] >= 0xf0) ? 4 : (text[i - 1] >= 0xe0) ? 3 : 2;
-
-    return (len - (i - 1) < n) ? i - 1 : len;
 }
 
 
