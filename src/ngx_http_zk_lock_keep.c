@@ -124,7 +124,7 @@ typedef struct {
 
 static ngx_http_zk_lock_pool_t *ngx_http_zk_lock_keep_pool(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter);
+    ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep);
 static ngx_int_t ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s,
     ngx_str_t *path, ngx_http_zk_lock_pool_t *pool, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter);
@@ -196,7 +196,7 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_node_t   *ticket;
     ngx_http_zk_lock_lease_t  *lease;
 
-    pool = ngx_http_zk_lock_keep_pool(s, path, leases, counter);
+    pool = ngx_http_zk_lock_keep_pool(s, path, leases, counter, keep);
     if (pool == NULL) {
         return NULL;
     }
@@ -239,7 +239,7 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
 static ngx_http_zk_lock_pool_t *
 ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter)
+    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep)
 {
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_pool_t  *pool;
@@ -259,6 +259,7 @@ ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_queue_init(&pool->tickets);
     pool->leases_n = leases;
     pool->counter = counter;
+    pool->keep = keep;
     pool->free = 1;
 
     /* the lock is made, or found, by the pool's first node */
