@@ -91,7 +91,7 @@ typedef struct {
 
 struct ngx_http_zk_lock_pool_s {
     ngx_http_zk_lock_t           *lock;
-    ngx_queue_t                   leases;     /* the last idle first */
+    ngx_queue_t                   leases;     /* the idle first, see idle() */
     ngx_queue_t                   tickets;    /* waiting, first come first */
     ngx_uint_t                    ntickets;   /* alive, waiting or not */
     ngx_uint_t                    leases_n;   /* unless the counter says */
@@ -210,7 +210,10 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
         return NULL;
     }
 
-    /* the lease idle last: the others are let go after "keep" */
+    /*
+     * The idle leases come first, the one idle last at the head: it is
+     * taken, and the others are let go after "keep"
+     */
 
     for (q = ngx_queue_head(&pool->leases);
          q != ngx_queue_sentinel(&pool->leases);
@@ -218,9 +221,11 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     {
         lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
 
-        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE
-            && lease->node->state == NGX_HTTP_ZK_LOCK_HELD)
-        {
+        if (lease->state != NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+            break;
+        }
+
+        if (lease->node->state == NGX_HTTP_ZK_LOCK_HELD) {
             ngx_http_zk_lock_keep_grant(lease, ticket);
             return ticket;
         }
@@ -427,6 +432,7 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
             pool->held++;
             ngx_http_zk_lock_keep_assign(lease, 0);
             ngx_http_zk_lock_keep_refill(pool);
+            ngx_http_zk_lock_keep_gc(pool);
         }
 
         return;
@@ -519,6 +525,9 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
 
     lease->state = NGX_HTTP_ZK_LOCK_KEEP_BUSY;
     lease->ticket = ticket;
+
+    ngx_queue_remove(&lease->queue);
+    ngx_queue_insert_tail(&lease->pool->leases, &lease->queue);
 
     ticket->kept = lease;
     ticket->state = NGX_HTTP_ZK_LOCK_HELD;
@@ -900,9 +909,11 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
         nq = ngx_queue_next(q);
         lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
 
-        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
-            ngx_http_zk_lock_keep_check(lease);
+        if (lease->state != NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+            break;
         }
+
+        ngx_http_zk_lock_keep_check(lease);
     }
 
     ngx_http_zk_lock_keep_gc(pool);
