@@ -112,7 +112,7 @@ subtest 'a waiting writer holds back later readers' => sub {
 subtest 'node names and data' => sub {
     my $res_pid = fork // die;
     if ($res_pid == 0) {
-        http_get($fleet[0]->port, '/w?key=names&sleep=1500');
+        http_get($fleet[0]->port, '/w?key=names&sleep=3000');
         POSIX::_exit(0);
     }
     ZkLock::Test::register_pid($res_pid, 'client');
