@@ -26,12 +26,14 @@
  *
  * Fair shares.  Every listing of a path where the worker keeps leases
  * sets a watch on its children (path_list()), so that the worker hears of
- * any other participant that queues, and sees the queue: the nodes of a
- * worker share the prefix of their UUID (session_ours()), so each
- * participant is told apart, a Curator client's node on its own.  A
- * participant with a node beyond the first "leases" waits, and wants more;
- * one without waits for nothing, and has what it wants.  The fair share is
- * max-min: the level L at which those that want more would get L each,
+ * any other participant that queues, and sees the queue: the nodes of an
+ * nginx share the first 8 hex digits of their UUID, drawn by its master,
+ * and those of a worker the first 18 (session_uuid()), so instances and
+ * workers are told apart, a Curator client's node as an instance of its
+ * own.  A participant with a node beyond the first "leases" waits, and
+ * wants more; one without waits for nothing, and has what it wants.  The
+ * fair share is max-min, between instances and then between the workers
+ * of each: the level L at which those that want more would get L each,
  * the others what they hold.  While anybody else waits:
  *
  *   - a lease idle for longer than a grace (NGX_HTTP_ZK_LOCK_KEEP_GRACE,
@@ -157,8 +159,15 @@ static ngx_uint_t ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
 static void ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
     ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
     ngx_uint_t *demand);
+static ngx_uint_t ngx_http_zk_lock_keep_level(ngx_uint_t *demand,
+    ngx_uint_t nd, ngx_uint_t total, ngx_uint_t amount);
+static void ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
+    size_t len);
+static ngx_uint_t ngx_http_zk_lock_keep_same(ngx_http_zk_lock_part_t *a,
+    ngx_http_zk_lock_part_t *b);
 static ngx_uint_t ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *part);
+    ngx_http_zk_lock_part_t *part, size_t len);
 static int ngx_libc_cdecl ngx_http_zk_lock_keep_part_cmp(const void *one,
     const void *two);
 static int ngx_libc_cdecl ngx_http_zk_lock_keep_uint_cmp(const void *one,
@@ -982,10 +991,11 @@ ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
 
 
 /*
- * The max-min fair share: the participants that wait get the level L,
- * those that do not what they hold, and all of it comes to "leases".
- * This worker wants more when a request of its waits, else what its
- * requests run on: its idle leases are nobody's need.
+ * The max-min fair share, over the nginx instances first and then over
+ * the workers of this one: those that wait get the level L, those that do
+ * not what they hold, and it all comes to "leases" (in thousandths).  This
+ * worker wants more when a request of its waits, else what its requests
+ * run on: its idle leases are nobody's need.
  */
 
 static void
@@ -993,71 +1003,212 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
     ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
     ngx_uint_t *demand)
 {
-    ngx_uint_t  i, nd, left, remaining;
+    ngx_uint_t                 i, j, nd, total, level, share, held, ours;
+    ngx_uint_t                 waits, found;
+    ngx_http_zk_lock_part_t   *p;
+
+    /* this worker, as a demand: unbounded while a request of its waits */
+
+    ours = pool->lock->tickets ? NGX_MAX_UINT32_VALUE
+                               : 1000 * (pool->held - pool->idle);
+
+    /* the instances: the parts that share an instance prefix, sorted */
 
     nd = 0;
-    left = 1;
+    total = 0;
+    found = 0;
+    share = ours;
     pool->others = 0;
+    pool->owed = 0;
 
-    if (pool->lock->tickets == 0) {
-        demand[nd++] = pool->held - pool->idle;
+    for (i = 0; i < np; i = j) {
+        held = 0;
+        waits = 0;
+
+        for (j = i; j < np && ngx_http_zk_lock_keep_same(&parts[i],
+                                                         &parts[j]); j++)
+        {
+            p = &parts[j];
+
+            if (ngx_http_zk_lock_keep_ours(pool, p,
+                                           NGX_HTTP_ZK_LOCK_OURS_LEN))
+            {
+                continue;
+            }
+
+            pool->others |= (p->waiting != 0);
+            waits |= (p->waiting != 0);
+            held += 1000 * p->held;
+        }
+
+        total++;
+
+        if (ngx_http_zk_lock_keep_ours(pool, &parts[i],
+                                       NGX_HTTP_ZK_LOCK_INSTANCE_LEN))
+        {
+            /* this nginx: its other workers and this one */
+            found = 1;
+            share = (waits || ours == NGX_MAX_UINT32_VALUE)
+                    ? NGX_MAX_UINT32_VALUE : held + ours;
+
+        } else if (!waits) {
+            demand[nd++] = held;
+        }
+    }
+
+    if (!found) {
+        /* none of this nginx's nodes listed yet */
+        total++;
+    }
+
+    if (share != NGX_MAX_UINT32_VALUE) {
+        demand[nd++] = share;
+    }
+
+    level = ngx_http_zk_lock_keep_level(demand, nd, total, 1000 * leases);
+    share = ngx_min(share, level);
+
+    ngx_http_zk_lock_keep_owed(pool, parts, np, level,
+                               NGX_HTTP_ZK_LOCK_INSTANCE_LEN);
+
+    /* the workers of this nginx, this one among them */
+
+    nd = 0;
+    total = 1;
+
+    if (ours != NGX_MAX_UINT32_VALUE) {
+        demand[nd++] = ours;
     }
 
     for (i = 0; i < np; i++) {
+        p = &parts[i];
 
-        if (ngx_http_zk_lock_keep_ours(pool, &parts[i])) {
+        if (!ngx_http_zk_lock_keep_ours(pool, p,
+                                        NGX_HTTP_ZK_LOCK_INSTANCE_LEN)
+            || ngx_http_zk_lock_keep_ours(pool, p, NGX_HTTP_ZK_LOCK_OURS_LEN))
+        {
             continue;
         }
 
-        left++;
+        total++;
 
-        if (parts[i].waiting) {
-            pool->others = 1;
-
-        } else {
-            demand[nd++] = parts[i].held;
+        if (!p->waiting) {
+            demand[nd++] = 1000 * p->held;
         }
     }
+
+    level = ngx_http_zk_lock_keep_level(demand, nd, total, share);
+
+    pool->floor = level / 1000;
+    pool->ceil = (level + 999) / 1000;
+
+    ngx_http_zk_lock_keep_owed(pool, parts, np, level,
+                               NGX_HTTP_ZK_LOCK_OURS_LEN);
+}
+
+
+/* the level that "amount" fills among "total", "demand" those below it */
+
+static ngx_uint_t
+ngx_http_zk_lock_keep_level(ngx_uint_t *demand, ngx_uint_t nd,
+    ngx_uint_t total, ngx_uint_t amount)
+{
+    ngx_uint_t  i, left, all;
 
     ngx_qsort(demand, nd, sizeof(ngx_uint_t), ngx_http_zk_lock_keep_uint_cmp);
 
-    remaining = leases;
+    all = amount;
 
     for (i = 0; i < nd; i++) {
-        if (demand[i] * (left - i) > remaining) {
+        if (demand[i] * (total - i) > amount) {
             break;
         }
 
-        remaining -= demand[i];
+        amount -= demand[i];
     }
 
-    left -= i;
+    left = total - i;
 
-    pool->floor = left ? remaining / left : leases;
-    pool->ceil = left ? (remaining + left - 1) / left : leases;
+    /* nobody wants more than it has: nobody is over a share */
 
-    /* one that waits with fewer than that, or none, is owed a lease */
+    return left ? amount / left : all;
+}
 
-    pool->owed = 0;
 
-    for (i = 0; i < np; i++) {
-        if (parts[i].waiting
-            && parts[i].held < ngx_max(pool->floor, 1)
-            && !ngx_http_zk_lock_keep_ours(pool, &parts[i]))
+/*
+ * A participant that waits with fewer leases than the level (rounded
+ * down, and one at least) is owed one: at the level of the instances
+ * (a "len" of INSTANCE_LEN: another nginx, or a Curator client), or of
+ * the workers of this nginx (OURS_LEN)
+ */
+
+static void
+ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
+    size_t len)
+{
+    ngx_uint_t  i, j, held, waits, due;
+
+    due = ngx_max(level / 1000, 1);
+
+    for (i = 0; i < np; i = j) {
+        held = 0;
+        waits = 0;
+
+        for (j = i; j < np; j++) {
+            if (len == NGX_HTTP_ZK_LOCK_INSTANCE_LEN
+                ? !ngx_http_zk_lock_keep_same(&parts[i], &parts[j])
+                : j > i)
+            {
+                break;
+            }
+
+            held += parts[j].held;
+            waits |= (parts[j].waiting != 0);
+        }
+
+        /* the other instances; or the other workers of this one */
+
+        if (ngx_http_zk_lock_keep_ours(pool, &parts[i], len)
+            || (len == NGX_HTTP_ZK_LOCK_OURS_LEN
+                && !ngx_http_zk_lock_keep_ours(pool, &parts[i],
+                                        NGX_HTTP_ZK_LOCK_INSTANCE_LEN)))
         {
+            continue;
+        }
+
+        if (waits && held < due) {
             pool->owed = 1;
-            break;
+            return;
         }
     }
 }
 
 
+/* the parts of one instance: workers of one nginx, or one Curator node */
+
+static ngx_uint_t
+ngx_http_zk_lock_keep_same(ngx_http_zk_lock_part_t *a,
+    ngx_http_zk_lock_part_t *b)
+{
+    if (a->len != NGX_HTTP_ZK_LOCK_OURS_LEN
+        || b->len != NGX_HTTP_ZK_LOCK_OURS_LEN)
+    {
+        return a == b;
+    }
+
+    return ngx_memcmp(a->name, b->name, NGX_HTTP_ZK_LOCK_INSTANCE_LEN) == 0;
+}
+
+
+/* this worker's nodes (OURS_LEN), or this nginx's (INSTANCE_LEN) */
+
 static ngx_uint_t
 ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *part)
+    ngx_http_zk_lock_part_t *part, size_t len)
 {
     return part->len == NGX_HTTP_ZK_LOCK_OURS_LEN
-           && ngx_http_zk_lock_session_ours(pool->lock->session, part->name);
+           && ngx_memcmp(part->name, pool->lock->session->ours, len) == 0;
 }
 
 

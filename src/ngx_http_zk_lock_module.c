@@ -826,6 +826,10 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    if (ngx_http_zk_lock_session_instance(cf->log, lmcf->session) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     lmcf->session->hosts = lmcf->hosts;
     lmcf->session->chroot = lmcf->chroot;
     lmcf->session->timeout = lmcf->session_timeout;

@@ -41,6 +41,8 @@
 #define NGX_HTTP_ZK_LOCK_ZLOG_QUIET  10
 
 
+static ngx_int_t ngx_http_zk_lock_session_random(ngx_log_t *log, void *buf,
+    size_t len);
 static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s);
@@ -94,9 +96,6 @@ ngx_int_t
 ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_t *s)
 {
-    ssize_t    n;
-    ngx_fd_t   fd;
-
     s->log = *cycle->log;
     s->log.handler = ngx_http_zk_lock_session_log_error;
     s->log.data = s;
@@ -138,23 +137,21 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
      * same ones, hence a key from the kernel rather than from ngx_random()
      */
 
-    fd = ngx_open_file("/dev/urandom", NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-    if (fd == NGX_INVALID_FILE) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, ngx_errno,
-                      ngx_open_file_n " \"/dev/urandom\" failed");
+    if (ngx_http_zk_lock_session_random(cycle->log, s->uuid_key,
+                                        sizeof(s->uuid_key))
+        != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
-    n = read(fd, s->uuid_key, sizeof(s->uuid_key));
+    /*
+     * Its first 8 hex digits are the nginx instance's, drawn by the master
+     * (see session_instance()): the workers of one nginx share them, so
+     * that others can tell instances apart (see keep.c)
+     */
 
-    if (n != (ssize_t) sizeof(s->uuid_key)) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, ngx_errno,
-                      "read(\"/dev/urandom\") failed");
-        (void) ngx_close_file(fd);
-        return NGX_ERROR;
-    }
-
-    (void) ngx_close_file(fd);
+    s->uuid_key[0] = ((uint64_t) s->instance << 32)
+                     | (s->uuid_key[0] & 0xffffffff);
 
     /* the part of the UUID that all the nodes of this worker share */
 
@@ -360,6 +357,45 @@ ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s)
         ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_socket_errno,
                       "setsockopt(TCP_CORK) failed");
     }
+}
+
+
+/* at configuration, in the master: the instance's part of the UUIDs */
+
+ngx_int_t
+ngx_http_zk_lock_session_instance(ngx_log_t *log,
+    ngx_http_zk_lock_session_t *s)
+{
+    return ngx_http_zk_lock_session_random(log, &s->instance,
+                                           sizeof(s->instance));
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_session_random(ngx_log_t *log, void *buf, size_t len)
+{
+    ssize_t   n;
+    ngx_fd_t  fd;
+
+    fd = ngx_open_file("/dev/urandom", NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_log_error(NGX_LOG_EMERG, log, ngx_errno,
+                      ngx_open_file_n " \"/dev/urandom\" failed");
+        return NGX_ERROR;
+    }
+
+    n = read(fd, buf, len);
+
+    if (n != (ssize_t) len) {
+        ngx_log_error(NGX_LOG_EMERG, log, ngx_errno,
+                      "read(\"/dev/urandom\") failed");
+        (void) ngx_close_file(fd);
+        return NGX_ERROR;
+    }
+
+    (void) ngx_close_file(fd);
+
+    return NGX_OK;
 }
 
 

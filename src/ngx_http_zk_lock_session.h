@@ -36,6 +36,9 @@ typedef void (*ngx_http_zk_lock_watch_pt)(ngx_http_zk_lock_session_t *s,
 /* "_c_" and the UUID's first three groups, drawn from the worker's key */
 #define NGX_HTTP_ZK_LOCK_OURS_LEN  (3 + 18)
 
+/* "_c_" and the part of the UUID that the workers of one nginx share */
+#define NGX_HTTP_ZK_LOCK_INSTANCE_LEN  (3 + 8)
+
 
 struct ngx_http_zk_lock_session_s {
     zhandle_t                    *zh;
@@ -69,6 +72,7 @@ struct ngx_http_zk_lock_session_s {
     ngx_queue_t                   all;        /* the same locks, as a list */
     ngx_queue_t                   counters;   /* lease counts from znodes */
 
+    uint32_t                      instance;   /* of the nginx, see uuid() */
     uint64_t                      uuid_key[2];
     uint64_t                      uuid_seq;
     u_char                        ours[3 + NGX_HTTP_ZK_LOCK_UUID_LEN];
@@ -105,6 +109,8 @@ struct ngx_http_zk_lock_session_s {
 };
 
 
+ngx_int_t ngx_http_zk_lock_session_instance(ngx_log_t *log,
+    ngx_http_zk_lock_session_t *s);
 ngx_int_t ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_t *s);
 void ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s);

@@ -21,10 +21,8 @@
 #      load, no node left after keep + 1 s
 #
 # ZooKeeper writes are read from the server's zxid, whose low 32 bits count
-# its transactions.  Every listen has reuseport, so that the kernel spreads
-# a client's connections evenly over the workers: a worker's share is fair
-# to its own demand, and an instance whose connections went mostly to one
-# worker would get less than the others (see README, Scaling a fleet).
+# its transactions.  Shares are fair between nginx instances first, then
+# between the workers of each, however the kernel spread the connections.
 # Needs wrk, and javac with the Curator jars (t/lib/install-deps.sh).
 
 use strict;
@@ -69,7 +67,7 @@ sub conf {
     return <<"EOF";
     zk_hosts %%ZK%%;
     server {
-        listen 127.0.0.1:%%PORT%% reuseport;
+        listen 127.0.0.1:%%PORT%%;
         access_log off;
         root %%PREFIX%%;
         location = /plain { try_files /index.html =404; }
@@ -190,7 +188,9 @@ if ($run{a}) {
     $ng->stop;
 }
 
-my $sleep = '?key=%s&sleep=20';
+# hangup=1: a call ends when nginx closes it, as wrk's last requests make
+# nginx do, so that the backend's peak counts only calls nginx let through
+my $sleep = '?key=%s&sleep=20&hangup=1';
 
 if ($run{b} || $run{d}) {
     my @ng = fleet(4, 16, 'proxy_pass http://%%BACKEND%%;');
