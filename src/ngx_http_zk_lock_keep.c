@@ -135,8 +135,7 @@ static ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_ticket(
     void *data, ngx_log_t *log);
 static void ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool);
 static void ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease,
-    ngx_uint_t ended);
+static void ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
     ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease);
@@ -439,7 +438,7 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
         if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
             pool->queued--;
             pool->held++;
-            ngx_http_zk_lock_keep_assign(lease, 0);
+            ngx_http_zk_lock_keep_assign(lease);
             ngx_http_zk_lock_keep_refill(pool);
             ngx_http_zk_lock_keep_gc(pool);
         }
@@ -453,14 +452,16 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
 
 
 /*
- * A lease is free: its node has come to hold, or its request ended
- * ("ended"); the request that waits longest gets it, unless the worker
- * has more than its share
+ * A lease is free: its node has come to hold, or its request ended; the
+ * request that waits longest gets it, unless the worker has more than its
+ * share.  A node that comes to hold for a worker over its share goes back
+ * at once, rather than after a request: the queue moves by one node of
+ * each such worker (which queues again behind) until it reaches those
+ * who are owed a lease, a round trip a step.
  */
 
 static void
-ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease,
-    ngx_uint_t ended)
+ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
 {
     ngx_queue_t              *q;
     ngx_http_zk_lock_pool_t  *pool;
@@ -474,7 +475,7 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease,
         return;
     }
 
-    if (ended && pool->others
+    if (pool->others
         && (pool->held > pool->ceil
             || (pool->owed && pool->held > pool->floor)))
     {
@@ -775,7 +776,8 @@ ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
     case NGX_HTTP_ZK_LOCK_HELD:
         lease = ticket->kept;
         lease->ticket = NULL;
-        ngx_http_zk_lock_keep_assign(lease, 1);
+        ngx_http_zk_lock_keep_assign(lease);
+        ngx_http_zk_lock_keep_refill(pool);
         break;
 
     default: /* FAILED */

@@ -14,7 +14,10 @@
 # Phases (each --seconds long): the first half of the instances loaded,
 # then the middle half, then the second half, then all of them with half
 # the connections each: every phase moves the demand, so leases must move
-# between workers.  One worker per instance; a 20 ms backend.
+# between workers.  One worker per instance; a 20 ms backend that ends a
+# call when nginx closes it (hangup=1): when a phase ends, wrk cuts its
+# requests and nginx frees their leases at once, and a backend that went
+# on sleeping would count those calls beside the next ones.
 
 use strict;
 use warnings;
@@ -105,7 +108,8 @@ sub phase {
         my $pid = fork // die;
         if ($pid == 0) {
             exec "wrk -t1 -c$c -d${seconds}s 'http://127.0.0.1:"
-                . $ng[$i]->port . "$loc?key=$key&sleep=20' > $file 2>&1";
+                . $ng[$i]->port . "$loc?key=$key&sleep=20&hangup=1' > $file "
+                . "2>&1";
         }
         push @runs, [$pid, $file];
     }
