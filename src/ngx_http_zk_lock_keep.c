@@ -70,7 +70,10 @@
 
 
 /* a lease idle for less than this is between a client's requests, ms */
-#define NGX_HTTP_ZK_LOCK_KEEP_GRACE  10
+#define NGX_HTTP_ZK_LOCK_KEEP_GRACE   10
+
+/* leases marked in one listing for the waiters that watch them */
+#define NGX_HTTP_ZK_LOCK_KEEP_DOOMED  16
 
 
 typedef enum {
@@ -86,6 +89,7 @@ typedef struct {
     ngx_http_zk_lock_node_t      *node;
     ngx_http_zk_lock_node_t      *ticket;     /* BUSY: its request's */
     ngx_http_zk_lock_keep_e       state;
+    ngx_uint_t                    doomed;     /* a waiter watches it */
     ngx_event_t                   timer;      /* IDLE: keep, or the grace */
     ngx_msec_t                    since;      /* IDLE since */
 } ngx_http_zk_lock_lease_t;
@@ -167,6 +171,10 @@ static ngx_uint_t ngx_http_zk_lock_keep_same(ngx_http_zk_lock_part_t *a,
     ngx_http_zk_lock_part_t *b);
 static ngx_uint_t ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
     ngx_http_zk_lock_part_t *part, size_t len);
+static void ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_http_zk_lock_part_t *parts, ngx_uint_t np);
+static size_t ngx_http_zk_lock_keep_prefix(ngx_http_zk_lock_child_t *child);
 static int ngx_libc_cdecl ngx_http_zk_lock_keep_part_cmp(const void *one,
     const void *two);
 static int ngx_libc_cdecl ngx_http_zk_lock_keep_uint_cmp(const void *one,
@@ -475,9 +483,10 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
         return;
     }
 
-    if (pool->others
-        && (pool->held > pool->ceil
-            || (pool->owed && pool->held > pool->floor)))
+    if (lease->doomed
+        || (pool->others
+            && (pool->held > pool->ceil
+                || (pool->owed && pool->held > pool->floor))))
     {
         ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &pool->lock->session->log, 0,
                        "zk lock: \"%s\" gives a lease back: holds %ui, "
@@ -592,7 +601,7 @@ ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
 
     idle = ngx_current_msec - lease->since;
 
-    if (idle >= limit) {
+    if (idle >= limit || lease->doomed) {
         ngx_http_zk_lock_keep_give_back(lease, pool->others);
         return;
     }
@@ -904,6 +913,7 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
     np = ngx_http_zk_lock_keep_parts(pool, children, n, leases, parts);
     ngx_http_zk_lock_keep_share(pool, parts, np, leases,
                                 (ngx_uint_t *) (void *) &parts[n]);
+    ngx_http_zk_lock_keep_doom(pool, children, n, leases, parts, np);
 
     ngx_free(parts);
 
@@ -955,12 +965,7 @@ ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
 
         p = &parts[np++];
         p->name = children[i].name;
-
-        /* a worker's nodes share the start of their UUID */
-
-        p->len = (children[i].len > NGX_HTTP_ZK_LOCK_OURS_LEN
-                  && ngx_strncmp(p->name, "_c_", 3) == 0)
-                 ? NGX_HTTP_ZK_LOCK_OURS_LEN : children[i].len;
+        p->len = ngx_http_zk_lock_keep_prefix(&children[i]);
         p->held = (i < leases);
         p->waiting = (i >= leases);
     }
@@ -1211,6 +1216,80 @@ ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
 {
     return part->len == NGX_HTTP_ZK_LOCK_OURS_LEN
            && ngx_memcmp(part->name, pool->lock->session->ours, len) == 0;
+}
+
+
+/*
+ * Curator's semaphore waits for the node "leases" places ahead of its own
+ * to go, and for no other: a lease freed elsewhere leaves it waiting, and
+ * a kept lease may stay for as long as there is load.  So a lease of this
+ * worker that a waiter with no lease at all watches so (a Curator client,
+ * or a worker that has none) goes back as soon as no request runs on it.
+ */
+
+static void
+ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_http_zk_lock_part_t *parts, ngx_uint_t np)
+{
+    ngx_uint_t                 i, found;
+    ngx_queue_t               *q;
+    ngx_http_zk_lock_part_t    key, *p;
+    ngx_http_zk_lock_lease_t  *lease;
+    ngx_http_zk_lock_child_t  *w;
+
+    found = 0;
+
+    for (i = leases;
+         i < n && children[i].seq < NGX_HTTP_ZK_LOCK_SEQ_WRAPPED
+         && found < NGX_HTTP_ZK_LOCK_KEEP_DOOMED;
+         i++)
+    {
+        key.name = children[i].name;
+        key.len = ngx_http_zk_lock_keep_prefix(&children[i]);
+
+        if (ngx_http_zk_lock_keep_ours(pool, &key, NGX_HTTP_ZK_LOCK_OURS_LEN))
+        {
+            continue;
+        }
+
+        p = bsearch(&key, parts, np, sizeof(ngx_http_zk_lock_part_t),
+                    ngx_http_zk_lock_keep_part_cmp);
+
+        w = &children[i - leases];
+
+        if (p == NULL || p->held
+            || !ngx_http_zk_lock_session_ours(pool->lock->session, w->name))
+        {
+            continue;
+        }
+
+        for (q = ngx_queue_head(&pool->leases);
+             q != ngx_queue_sentinel(&pool->leases);
+             q = ngx_queue_next(q))
+        {
+            lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+            if (lease->node->seq == w->seq
+                && lease->state != NGX_HTTP_ZK_LOCK_KEEP_QUEUED)
+            {
+                lease->doomed = 1;
+                found++;
+                break;
+            }
+        }
+    }
+}
+
+
+/* a participant's name: a worker's nodes share the start of their UUID */
+
+static size_t
+ngx_http_zk_lock_keep_prefix(ngx_http_zk_lock_child_t *child)
+{
+    return (child->len > NGX_HTTP_ZK_LOCK_OURS_LEN
+            && ngx_strncmp(child->name, "_c_", 3) == 0)
+           ? NGX_HTTP_ZK_LOCK_OURS_LEN : child->len;
 }
 
 

@@ -10,7 +10,8 @@
 #  4. the exact bound: 2 nginx x 2 workers and a Curator client on one
 #     path never run more than the leases at once; no node left after keep
 #  5. a Curator client that waits gets a lease idle in nginx at once, not
-#     after keep (30 s here), and the metrics count a lease given back
+#     after keep (30 s here), and the metrics count a lease given back;
+#     and while nginx keeps every lease busy, before the load ends
 #  6. a session that expires takes its kept leases with it; the next
 #     request holds a new node
 #  7. on reload the old worker's kept lease goes with it
@@ -20,6 +21,7 @@
 use strict;
 use warnings;
 use Test::More;
+use POSIX ();
 use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use ZkLock::Test;
@@ -207,6 +209,42 @@ subtest 'a Curator waiter gets a kept lease at once' => sub {
     $ng->stop;
     ok(wait_for(sub { !zk_children($zk, '/k/give') }, 5),
         'none left once nginx stops');
+};
+
+###############################################################################
+
+subtest 'a Curator waiter gets a lease while nginx keeps all of them busy' => sub {
+    my $ng = nginx_start(conf('zk_semaphore /k/busy leases=3 keep=30s '
+        . 'timeout=10s;'), zk => $zk, backend => $be, workers => 1);
+    ok(sessions_connected($ng), 'connected');
+    $be->reset;
+
+    # 6 clients, each a request of 100 ms after another, for 6 s
+    my @pids = map {
+        my $pid = fork // die "fork: $!";
+        if ($pid == 0) {
+            my $end = time + 6;
+            http_get($ng->port, '/k?key=busy&sleep=100') while time < $end;
+            POSIX::_exit(0);
+        }
+        ZkLock::Test::register_pid($pid, 'client');
+        $pid
+    } 1 .. 6;
+
+    ok(wait_for(sub { $be->stats('busy')->{inflight} == 3 }, 10),
+        'nginx runs 3 requests at a time');
+    my $t0 = time;
+    my $c = curator($zk, 'semaphore', '/k/busy', 0, 3, 20000);
+    my $at = curator_expect($c, qr/^ACQUIRED (\d+)/, 25);
+    ok($at && $at / 1000 < $t0 + 4, 'Curator acquired while the load '
+        . 'lasts, not once it ends (Curator waits for the one node 3 '
+        . 'places ahead: nginx gives that one back)')
+        or diag sprintf 'acquired %.2f s after it started',
+            ($at // 0) / 1000 - $t0;
+    ok(curator_expect($c, qr/^RELEASED/, 10), 'Curator released');
+    proc_wait($_, 20) for @pids;
+    cmp_ok($be->stats('busy')->{max}, '<=', 3, 'never more than 3 at once');
+    $ng->stop;
 };
 
 ###############################################################################
