@@ -379,7 +379,6 @@ ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
     ticket->notify_event.handler = ngx_http_zk_lock_keep_tell_handler;
     ticket->notify_event.data = ticket;
     ticket->notify_event.log = &pool->lock->session->log;
-    ticket->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
 
     pool->ntickets++;
 
@@ -554,7 +553,6 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
     ticket->czxid = node->czxid;
     ticket->name_len = node->name_len;
     ngx_memcpy(ticket->name, node->name, sizeof(node->name));
-    ngx_memcpy(ticket->uuid, node->uuid, sizeof(node->uuid));
 }
 
 
@@ -690,7 +688,6 @@ ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease)
         ticket->kept = NULL;
         ticket->state = NGX_HTTP_ZK_LOCK_FAILED;
         ticket->error = node->error;
-        ticket->was_held = 1;
         ngx_http_zk_lock_keep_tell(ticket);
         break;
 
