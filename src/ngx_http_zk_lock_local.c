@@ -35,6 +35,7 @@ static ngx_int_t ngx_http_zk_lock_local_init_zone(ngx_shm_zone_t *shm_zone,
 static ngx_uint_t ngx_http_zk_lock_local_grant(ngx_http_zk_lock_local_t *l);
 static void ngx_http_zk_lock_local_skip(ngx_http_zk_lock_local_entry_t *e);
 static void ngx_http_zk_lock_local_poll(ngx_event_t *ev);
+static void ngx_http_zk_lock_local_tell(ngx_queue_t *told);
 
 
 static ngx_str_t  ngx_http_zk_lock_local_name = ngx_string("zk_lock_local");
@@ -318,18 +319,56 @@ ngx_http_zk_lock_local_poll(ngx_event_t *ev)
         ngx_shmtx_unlock(&ngx_http_zk_lock_local_pool->mutex);
     }
 
-    while (!ngx_queue_empty(&granted)) {
-        q = ngx_queue_head(&granted);
-        ngx_queue_remove(q);
-
-        l = ngx_queue_data(q, ngx_http_zk_lock_local_t, queue);
-        l->handler(l);
-    }
+    ngx_http_zk_lock_local_tell(&granted);
 
     if (!ngx_queue_empty(&ngx_http_zk_lock_local_waiters)
         && !ev->timer_set)
     {
         ngx_add_timer(ev, NGX_HTTP_ZK_LOCK_LOCAL_POLL);
+    }
+}
+
+
+/*
+ * The worker's session is usable again: no local lease is given any more,
+ * and every waiter of the worker is told that it has none (l->held is 0),
+ * to queue in ZooKeeper instead
+ */
+
+void
+ngx_http_zk_lock_local_recall(void)
+{
+    ngx_queue_t                recalled, *q;
+    ngx_http_zk_lock_local_t  *l;
+
+    ngx_queue_init(&recalled);
+
+    while (!ngx_queue_empty(&ngx_http_zk_lock_local_waiters)) {
+        q = ngx_queue_head(&ngx_http_zk_lock_local_waiters);
+        l = ngx_queue_data(q, ngx_http_zk_lock_local_t, queue);
+
+        ngx_http_zk_lock_local_leave(l);
+        ngx_queue_insert_tail(&recalled, &l->queue);
+    }
+
+    ngx_http_zk_lock_local_tell(&recalled);
+}
+
+
+/* told after the loops, as telling one may make others leave */
+
+static void
+ngx_http_zk_lock_local_tell(ngx_queue_t *told)
+{
+    ngx_queue_t               *q;
+    ngx_http_zk_lock_local_t  *l;
+
+    while (!ngx_queue_empty(told)) {
+        q = ngx_queue_head(told);
+        ngx_queue_remove(q);
+
+        l = ngx_queue_data(q, ngx_http_zk_lock_local_t, queue);
+        l->handler(l);
     }
 }
 

@@ -37,7 +37,7 @@ struct ngx_http_zk_lock_local_s {
     unsigned                      waiting:1;
     unsigned                      held:1;
 
-    /* told once it holds, if it had to wait */
+    /* told once it holds, if it had to wait, or recalled (held 0) */
     ngx_http_zk_lock_local_pt     handler;
     void                         *data;
 };
@@ -49,6 +49,7 @@ ngx_int_t ngx_http_zk_lock_local_worker(ngx_cycle_t *cycle,
     ngx_shm_zone_t *zone);
 ngx_int_t ngx_http_zk_lock_local_take(ngx_http_zk_lock_local_t *l);
 void ngx_http_zk_lock_local_leave(ngx_http_zk_lock_local_t *l);
+void ngx_http_zk_lock_local_recall(void);
 ngx_uint_t ngx_http_zk_lock_local_warn(ngx_uint_t index, ngx_uint_t outage);
 
 
