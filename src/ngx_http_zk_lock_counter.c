@@ -147,8 +147,12 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
         return;
     }
 
-    ngx_log_error(NGX_LOG_NOTICE, &s->log, 0,
-                  "lease count \"%s\" is now %ui", c->path, c->value);
+    /* a count of 0 is none: the lines above said that the default is used */
+
+    if (c->value) {
+        ngx_log_error(NGX_LOG_NOTICE, &s->log, 0,
+                      "lease count \"%s\" is now %ui", c->path, c->value);
+    }
 
     /* the locks that count on it are evaluated again */
 

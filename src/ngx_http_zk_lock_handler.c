@@ -66,6 +66,8 @@ static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
 static void ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold);
+static void ngx_http_zk_lock_handler_lost_count(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_event_e gone);
 static ngx_uint_t ngx_http_zk_lock_handler_keeps(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *hold);
 static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
@@ -73,6 +75,12 @@ static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
 static void ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx,
     ngx_int_t rc, int error);
+static void ngx_http_zk_lock_handler_rewait(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t left);
+static void ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold);
+static void ngx_http_zk_lock_handler_recall_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_handler_localize_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_handler_bypassed(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx);
@@ -81,8 +89,14 @@ static void ngx_http_zk_lock_handler_cleanup(void *data);
 static void ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold);
 
 
-/* the requests of this worker that wait for a lock */
+/* the requests of this worker that wait for a lock: ngx_http_zk_lock_ctx_t */
 static ngx_uint_t  ngx_http_zk_lock_nwaiting;
+static ngx_queue_t  ngx_http_zk_lock_waiters =
+    { &ngx_http_zk_lock_waiters, &ngx_http_zk_lock_waiters };
+
+/* posted when the worker's session is usable again, or gone */
+static ngx_event_t  ngx_http_zk_lock_handler_recall;
+static ngx_event_t  ngx_http_zk_lock_handler_localize;
 
 
 ngx_int_t
@@ -411,7 +425,13 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (lmcf->session->down && llcf->fail_local) {
+    /*
+     * local=<n>: only when the leases held through ZooKeeper no longer
+     * count; a session that only lost its connection still blocks others
+     * with its nodes, and a request waits for it in ZooKeeper's queue
+     */
+
+    if (llcf->fail_local && ngx_http_zk_lock_session_gone(lmcf->session)) {
         return ngx_http_zk_lock_handler_local(r, ctx, want, hold);
     }
 
@@ -450,10 +470,12 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         /*
          * a try: answered by the first listing that shows its node (see
          * ngx_http_zk_lock_try()), and bounded by the session's timeout
-         * in case ZooKeeper never answers
+         * in case ZooKeeper never answers; a worker that is still making
+         * its first connection (a reload under traffic) is waited for
+         * the same way, one known to be cut off is not
          */
 
-        timeout = lmcf->session->connected ? lmcf->session_timeout : 0;
+        timeout = lmcf->session->down ? 0 : lmcf->session_timeout;
     }
 
     ngx_http_zk_lock_handler_await(r, ctx, timeout);
@@ -481,6 +503,7 @@ ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
     hold = ctx->holds.elts;
 
     ngx_http_zk_lock_nwaiting++;
+    ngx_queue_insert_tail(&ngx_http_zk_lock_waiters, &ctx->queue);
     ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
                                    NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
 
@@ -587,6 +610,7 @@ ngx_http_zk_lock_handler_unwait(ngx_http_zk_lock_ctx_t *ctx)
 
     ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
     ngx_http_zk_lock_nwaiting--;
+    ngx_queue_remove(&ctx->queue);
     waited = ngx_current_msec - ctx->started;
     ctx->wait_time += waited;
 
@@ -594,7 +618,11 @@ ngx_http_zk_lock_handler_unwait(ngx_http_zk_lock_ctx_t *ctx)
 }
 
 
-/* a local lease came to a waiting request */
+/*
+ * A local lease came to a waiting request, or the worker's session is
+ * usable again and none will (l->held is 0): the request waits in
+ * ZooKeeper's queue for the rest of its timeout
+ */
 
 static void
 ngx_http_zk_lock_handler_local_granted(ngx_http_zk_lock_local_t *l)
@@ -605,6 +633,12 @@ ngx_http_zk_lock_handler_local_granted(ngx_http_zk_lock_local_t *l)
 
     ctx = l->data;
     hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
+
+    if (!l->held) {
+        hold->local = NULL;
+        ngx_http_zk_lock_handler_queue(ctx, hold);
+        return;
+    }
 
     waited = ngx_http_zk_lock_handler_unwait(ctx);
 
@@ -971,7 +1005,12 @@ ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node)
         w = &hold[ctx->waiting];
 
         if (node == w->node) {
-            if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+
+            /* a node that came to hold in jeopardy is not had */
+
+            if (node->state == NGX_HTTP_ZK_LOCK_HELD
+                && node->error != NGX_HTTP_ZK_LOCK_JEOPARDY)
+            {
                 ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
 
             } else {
@@ -1062,7 +1101,21 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
                       "%s \"%V\" lost while held: no word from zookeeper, "
                       "the session may expire%s",
                       ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                      abort ? ", aborting the request" : "");
+                      abort ? ", aborting the request"
+                            : ", its node is kept until the request ends");
+
+        if (!abort) {
+
+            /*
+             * zk_lock_lost finish: the request goes on, and while the
+             * session lives nobody else may have the lock; its node goes
+             * when the request ends, or with the session
+             */
+
+            ngx_http_zk_lock_handler_lost_count(ctx, hold, gone);
+            return 0;
+        }
+
         break;
 
     default:
@@ -1078,21 +1131,28 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_release(node);
     hold->node = NULL;
 
-    if (hold->counted) {
-        hold->counted = 0;
-        ngx_http_zk_lock_metrics_count(hold->spec, gone, 0);
-    }
+    ngx_http_zk_lock_handler_lost_count(ctx, hold, gone);
 
     if (error == NGX_HTTP_ZK_LOCK_REVOKED) {
         ngx_http_zk_lock_metrics_count(hold->spec,
                                        NGX_HTTP_ZK_LOCK_EV_REVOKED, 0);
         ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
-
-    } else {
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_LOST;
     }
 
     return abort;
+}
+
+
+static void
+ngx_http_zk_lock_handler_lost_count(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_event_e gone)
+{
+    if (hold->counted) {
+        hold->counted = 0;
+        ngx_http_zk_lock_metrics_count(hold->spec, gone, 0);
+    }
+
+    ctx->result = NGX_HTTP_ZK_LOCK_EV_LOST;
 }
 
 
@@ -1251,13 +1311,15 @@ static void
 ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited)
 {
-    ngx_int_t                     rc;
-    ngx_msec_t                    timeout;
-    ngx_http_request_t           *r;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
+    ngx_int_t                      rc;
+    ngx_msec_t                     timeout;
+    ngx_http_request_t            *r;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
 
     r = ctx->request;
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
     timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec);
 
     ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
@@ -1267,7 +1329,26 @@ ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
         hold->node = NULL;
     }
 
-    rc = ngx_http_zk_lock_handler_take_local(ctx, hold, llcf->fail_local);
+    if (!ngx_http_zk_lock_session_gone(lmcf->session)) {
+
+        /*
+         * the session expired and a new one is being made, or the
+         * connection is only lost: no local lease beside the leases
+         * held through ZooKeeper, the rest of the wait is in its queue
+         */
+
+        if (waited < timeout) {
+            ngx_http_zk_lock_handler_rewait(ctx, hold, timeout - waited);
+            ngx_http_zk_lock_handler_queue(ctx, hold);
+            return;
+        }
+
+        rc = NGX_DECLINED;
+
+    } else {
+        rc = ngx_http_zk_lock_handler_take_local(ctx, hold,
+                                                 llcf->fail_local);
+    }
 
     if (rc == NGX_OK) {
         ngx_http_zk_lock_handler_local_held(ctx, hold, waited);
@@ -1277,13 +1358,7 @@ ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
     }
 
     if (rc == NGX_AGAIN && waited < timeout) {
-        ctx->waiting = hold - (ngx_http_zk_lock_hold_t *) ctx->holds.elts;
-        ctx->started = ngx_current_msec;
-        ngx_add_timer(&ctx->timer, timeout - waited);
-
-        ngx_http_zk_lock_nwaiting++;
-        ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_WAIT,
-                                       0);
+        ngx_http_zk_lock_handler_rewait(ctx, hold, timeout - waited);
         return;
     }
 
@@ -1298,6 +1373,147 @@ ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_handler_give_back(ctx);
     ctx->status = llcf->status;
     ngx_http_zk_lock_handler_resume(ctx);
+}
+
+
+/* the request's wait starts again, for what is left of its timeout */
+
+static void
+ngx_http_zk_lock_handler_rewait(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold, ngx_msec_t left)
+{
+    ctx->waiting = hold - (ngx_http_zk_lock_hold_t *) ctx->holds.elts;
+    ctx->started = ngx_current_msec;
+    ngx_add_timer(&ctx->timer, left);
+
+    ngx_http_zk_lock_nwaiting++;
+    ngx_queue_insert_tail(&ngx_http_zk_lock_waiters, &ctx->queue);
+    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
+}
+
+
+/* a waiting request, with no node and no local lease, queues in ZooKeeper */
+
+static void
+ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_hold_t *hold)
+{
+    hold->node = ngx_http_zk_lock_handler_step(ctx->request, ctx, hold);
+
+    if (hold->node == NULL) {
+        ngx_http_zk_lock_handler_done(ctx, NGX_ERROR, ZSYSTEMERROR);
+        return;
+    }
+
+    if (hold->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        /* a kept lease, at once */
+        ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
+    }
+}
+
+
+/*
+ * The session is usable again: the requests that wait for a local lease
+ * in this worker queue in ZooKeeper instead, and no local lease is given
+ * any more.  From an event, not from inside the session's completions.
+ */
+
+void
+ngx_http_zk_lock_handler_usable(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_handler_recall.handler =
+                                        ngx_http_zk_lock_handler_recall_handler;
+    ngx_http_zk_lock_handler_recall.data = s;
+    ngx_http_zk_lock_handler_recall.log = &s->log;
+
+    if (ngx_http_zk_lock_session_usable(s)
+        && !ngx_http_zk_lock_handler_recall.posted)
+    {
+        ngx_post_event(&ngx_http_zk_lock_handler_recall, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_handler_recall_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_session_t  *s;
+
+    s = ev->data;
+
+    if (ngx_http_zk_lock_session_usable(s)) {
+        ngx_http_zk_lock_local_recall();
+    }
+}
+
+
+/*
+ * The session may have expired unheard of (jeopardy): the requests that
+ * wait in ZooKeeper's queue where zk_lock_fail local=<n> applies take a
+ * local lease instead, for the rest of their timeout, as those that come
+ * now do
+ */
+
+void
+ngx_http_zk_lock_handler_gone(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_handler_localize.handler =
+                                    ngx_http_zk_lock_handler_localize_handler;
+    ngx_http_zk_lock_handler_localize.data = s;
+    ngx_http_zk_lock_handler_localize.log = &s->log;
+
+    if (ngx_http_zk_lock_session_gone(s)
+        && !ngx_http_zk_lock_handler_localize.posted)
+    {
+        ngx_post_event(&ngx_http_zk_lock_handler_localize,
+                       &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_handler_localize_handler(ngx_event_t *ev)
+{
+    ngx_queue_t                   moving, *q;
+    ngx_msec_t                    waited;
+    ngx_http_zk_lock_ctx_t       *ctx;
+    ngx_http_zk_lock_hold_t      *hold;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+    ngx_http_zk_lock_session_t   *s;
+
+    s = ev->data;
+
+    if (!ngx_http_zk_lock_session_gone(s)) {
+        return;
+    }
+
+    /* to_local() may put a request back: the list is taken first */
+
+    ngx_queue_init(&moving);
+
+    while (!ngx_queue_empty(&ngx_http_zk_lock_waiters)) {
+        q = ngx_queue_head(&ngx_http_zk_lock_waiters);
+        ngx_queue_remove(q);
+        ngx_queue_insert_tail(&moving, q);
+    }
+
+    while (!ngx_queue_empty(&moving)) {
+        q = ngx_queue_head(&moving);
+        ngx_queue_remove(q);
+        ngx_queue_insert_tail(&ngx_http_zk_lock_waiters, q);
+
+        ctx = ngx_queue_data(q, ngx_http_zk_lock_ctx_t, queue);
+        hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
+        llcf = ngx_http_get_module_loc_conf(ctx->request,
+                                            ngx_http_zk_lock_module);
+
+        if (hold->local || !llcf->fail_local) {
+            continue;
+        }
+
+        waited = ngx_http_zk_lock_handler_unwait(ctx);
+        ngx_http_zk_lock_handler_to_local(ctx, hold, waited);
+    }
 }
 
 
@@ -1407,6 +1623,7 @@ ngx_http_zk_lock_handler_cleanup(void *data)
 
     if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
         ngx_http_zk_lock_nwaiting--;
+        ngx_queue_remove(&ctx->queue);
         ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
                                        NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
     }

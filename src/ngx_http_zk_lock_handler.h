@@ -45,6 +45,7 @@ typedef struct {
 typedef struct {
     ngx_array_t                   holds;      /* ngx_http_zk_lock_hold_t */
     ngx_uint_t                    waiting;    /* index in holds */
+    ngx_queue_t                   queue;      /* in the worker's waiters */
 
     /* the locks of one location are taken, or given back, together */
     ngx_uint_t                    pass;
@@ -69,6 +70,8 @@ typedef struct {
 
 
 ngx_int_t ngx_http_zk_lock_handler(ngx_http_request_t *r);
+void ngx_http_zk_lock_handler_usable(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_handler_gone(ngx_http_zk_lock_session_t *s);
 ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_find_ctx(
     ngx_http_request_t *r, ngx_uint_t *found);
 

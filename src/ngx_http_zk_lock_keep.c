@@ -64,8 +64,11 @@
  *     v                             v another waits; or over the share,
  *   failed: the tickets fail      given back (its node deleted)
  *
- *   BUSY, IDLE --its node lost (the session expired, or may have)-->
- *       dropped: its request is told as a holder is
+ *   BUSY, IDLE --its node lost (the session expired)--> dropped: its
+ *       request is told as a holder is
+ *   IDLE --the session may expire (jeopardy)--> given back
+ *   BUSY --jeopardy--> its request is told, and the lease is given back
+ *       when the request ends, not kept
  */
 
 
@@ -147,6 +150,7 @@ static void ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
     ngx_uint_t demand);
+static void ngx_http_zk_lock_keep_jeopardy(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool,
     int error);
@@ -440,6 +444,12 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
     lease = node->data;
     pool = lease->pool;
 
+    if (node->error == NGX_HTTP_ZK_LOCK_JEOPARDY) {
+        ngx_http_zk_lock_keep_jeopardy(lease);
+        ngx_http_zk_lock_keep_gc(pool);
+        return;
+    }
+
     if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
 
         if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
@@ -656,7 +666,44 @@ ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
 
 
 /*
- * The node of a lease failed, or was let go (see recipe_jeopardy()): its
+ * The session of a held lease may expire unheard of (see
+ * recipe_jeopardy()): a lease that no request runs on goes back at once;
+ * the request on a busy one is told as a holder is, and its lease goes
+ * back when the request ends, not to another request
+ */
+
+static void
+ngx_http_zk_lock_keep_jeopardy(ngx_http_zk_lock_lease_t *lease)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+    ngx_http_zk_lock_node_t  *ticket;
+
+    pool = lease->pool;
+
+    switch (lease->state) {
+
+    case NGX_HTTP_ZK_LOCK_KEEP_BUSY:
+        ticket = lease->ticket;
+        ticket->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
+        ngx_http_zk_lock_keep_tell(ticket);
+        return;
+
+    case NGX_HTTP_ZK_LOCK_KEEP_QUEUED:
+        /* it came to hold in jeopardy: not a lease to run on */
+        pool->queued--;
+        pool->held++;
+        ngx_http_zk_lock_keep_give_back(lease, 0);
+        ngx_http_zk_lock_keep_refill(pool);
+        return;
+
+    default: /* IDLE */
+        ngx_http_zk_lock_keep_give_back(lease, 0);
+    }
+}
+
+
+/*
+ * The node of a lease failed: its
  * request is told as a holder is; a queued one fails the tickets that
  * wait, as their own nodes would have failed them
  */
@@ -782,7 +829,14 @@ ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
     case NGX_HTTP_ZK_LOCK_HELD:
         lease = ticket->kept;
         lease->ticket = NULL;
-        ngx_http_zk_lock_keep_assign(lease);
+
+        if (lease->node->error == NGX_HTTP_ZK_LOCK_JEOPARDY) {
+            ngx_http_zk_lock_keep_give_back(lease, 0);
+
+        } else {
+            ngx_http_zk_lock_keep_assign(lease);
+        }
+
         ngx_http_zk_lock_keep_refill(pool);
         break;
 

@@ -255,6 +255,7 @@ ngx_http_zk_lock_metrics_worker(void)
         g = &shm->gauges[i * shm->nslots + ngx_http_zk_lock_slot];
         g->held = 0;
         g->waiting = 0;
+        g->kept = 0;
     }
 }
 

@@ -33,6 +33,8 @@ static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
     ngx_http_zk_lock_hosts_t *h);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_zk_lock_counter_reach(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_register(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
@@ -45,6 +47,8 @@ static char *ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
+static void ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 
 
@@ -533,6 +537,10 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (ngx_http_zk_lock_counter_reach(cf, spec) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
 
     if (lmcf->used.data == NULL) {
@@ -540,6 +548,44 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     return ngx_http_zk_lock_register(cf, spec);
+}
+
+
+/*
+ * A request's variable may name any node below the path's literal part:
+ * the lease count there would become a lock, its children the request's
+ */
+
+static char *
+ngx_http_zk_lock_counter_reach(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
+{
+    u_char     *p, *dollar;
+    ngx_str_t  *c;
+
+    c = &spec->counter;
+    dollar = ngx_strlchr(spec->name.data, spec->name.data + spec->name.len,
+                         '$');
+
+    if (c->len == 0 || dollar == NULL) {
+        return NGX_CONF_OK;
+    }
+
+    for (p = dollar; *p != '/'; p--) { /* void */ }
+
+    if (c->len > (size_t) (p - spec->name.data)
+        && ngx_strncmp(c->data, spec->name.data, p - spec->name.data) == 0
+        && c->data[p - spec->name.data] == '/')
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "the lease count \"%V\" is below \"%*s\", where "
+                           "the variable of the lock path \"%V\" may lead: "
+                           "a request could use it as a lock", c,
+                           (size_t) (p - spec->name.data) + 1,
+                           spec->name.data, &spec->name);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
 }
 
 
@@ -912,9 +958,10 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     s = lmcf->session;
 
     s->state_handler = ngx_http_zk_lock_metrics_session;
-    s->connect_handler = ngx_http_zk_lock_recipe_connected;
+    s->connect_handler = ngx_http_zk_lock_connected;
+    s->heard_handler = ngx_http_zk_lock_handler_usable;
     s->expire_handler = ngx_http_zk_lock_recipe_expired;
-    s->jeopardy_handler = ngx_http_zk_lock_recipe_jeopardy;
+    s->jeopardy_handler = ngx_http_zk_lock_jeopardy;
     s->close_handler = ngx_http_zk_lock_recipe_free;
     s->watch_handler = ngx_http_zk_lock_wait_event;
 
@@ -942,6 +989,26 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     }
 
     return NGX_OK;
+}
+
+
+/* the recipes take up their work, and local leases end */
+
+static void
+ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_recipe_connected(s);
+    ngx_http_zk_lock_handler_usable(s);
+}
+
+
+/* holders are told, and waiters where local leases apply take them */
+
+static void
+ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s)
+{
+    ngx_http_zk_lock_recipe_jeopardy(s);
+    ngx_http_zk_lock_handler_gone(s);
 }
 
 

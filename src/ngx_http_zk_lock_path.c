@@ -21,7 +21,22 @@ typedef struct {
 } ngx_http_zk_lock_watch_t;
 
 
+/* an idle path built from a request, deleted level by level */
+
+typedef struct {
+    ngx_http_zk_lock_session_t   *session;
+    ngx_uint_t                    levels;     /* still to delete */
+    u_char                        path[1];
+} ngx_http_zk_lock_idle_path_t;
+
+
+static void ngx_http_zk_lock_path_made(ngx_http_zk_lock_t *lock,
+    u_char *made);
 static void ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock);
+static void ngx_http_zk_lock_path_idle_stat(
+    ngx_http_zk_lock_idle_path_t *idle);
+static void ngx_http_zk_lock_path_idle_statted(int rc,
+    const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
 static void ngx_http_zk_lock_path_listed(int rc,
     const struct String_vector *strings, const void *data);
@@ -71,6 +86,7 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->deep = 0;
     lock->reads = 0;
     lock->transient = 0;
+    lock->created = 0;
     lock->pool = NULL;
     lock->tickets = 0;
     lock->keep = 0;
@@ -106,7 +122,7 @@ ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
         return;
     }
 
-    if (lock->transient) {
+    if (lock->transient && lock->created) {
         ngx_http_zk_lock_path_delete(lock);
     }
 
@@ -118,14 +134,21 @@ ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
 }
 
 
+/*
+ * A variable may name any node, a persistent one with data, a lease count,
+ * a holder's ephemeral node: only what the worker itself created as a
+ * container is deleted (the server hides which nodes are containers), from
+ * the lock up to its first variable segment, each parent once its child is
+ * gone, and only while it is still empty and without data, at the version
+ * that its Stat showed.  Containers that others made are the server's to
+ * reap.
+ */
+
 static void
 ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
 {
-    int                          rc;
-    u_char                      *p;
-    ngx_uint_t                   i;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_http_zk_lock_session_t    *s;
+    ngx_http_zk_lock_idle_path_t  *idle;
 
     s = lock->session;
 
@@ -133,27 +156,81 @@ ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
         return;
     }
 
-    p = ngx_cpymem(buf, lock->path, lock->sn.str.len);
+    idle = ngx_alloc(sizeof(ngx_http_zk_lock_idle_path_t) + lock->sn.str.len,
+                     &s->log);
+    if (idle == NULL) {
+        return;
+    }
 
-    for (i = 0; i < lock->transient && p > buf + 1; i++) {
-        *p = '\0';
+    idle->session = s;
+    idle->levels = ngx_min(lock->transient, lock->created);
+    ngx_memcpy(idle->path, lock->path, lock->sn.str.len + 1);
 
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
-                       "zk lock: delete idle \"%s\"", buf);
+    ngx_http_zk_lock_path_idle_stat(idle);
+}
 
-        ngx_http_zk_lock_session_batch(s);
 
-        rc = zoo_adelete(s->zh, (char *) buf, -1,
-                         ngx_http_zk_lock_path_deleted, s);
+static void
+ngx_http_zk_lock_path_idle_stat(ngx_http_zk_lock_idle_path_t *idle)
+{
+    int                          rc;
+    ngx_http_zk_lock_session_t  *s;
 
-        if (rc != ZOK) {
-            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                          "zoo_adelete(\"%s\") failed (%d: %s)",
-                          buf, rc, zerror(rc));
-            return;
-        }
+    s = idle->session;
 
-        while (p > buf && *--p != '/') { /* void */ }
+    if (idle->levels == 0 || idle->path[1] == '\0' || s->exiting) {
+        ngx_free(idle);
+        return;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                   "zk lock: idle \"%s\"", idle->path);
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_aexists(s->zh, (char *) idle->path, 0,
+                     ngx_http_zk_lock_path_idle_statted, idle);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_aexists(\"%s\") failed (%d: %s)",
+                      idle->path, rc, zerror(rc));
+        ngx_free(idle);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_path_idle_statted(int rc, const struct Stat *stat,
+    const void *data)
+{
+    ngx_http_zk_lock_idle_path_t  *idle = (ngx_http_zk_lock_idle_path_t *) data;
+
+    ngx_http_zk_lock_session_t  *s;
+
+    s = idle->session;
+
+    if (rc != ZOK || stat == NULL || s->exiting
+        || stat->ephemeralOwner != 0 || stat->dataLength != 0
+        || stat->numChildren != 0)
+    {
+        /* gone, in use, or not ours: nor are its parents ours to delete */
+
+        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &s->log, 0,
+                       "zk lock: idle \"%s\" kept rc:%d children:%d",
+                       idle->path, rc, stat ? stat->numChildren : -1);
+        ngx_free(idle);
+        return;
+    }
+
+    rc = zoo_adelete(s->zh, (char *) idle->path, stat->version,
+                     ngx_http_zk_lock_path_deleted, idle);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_adelete(\"%s\") failed (%d: %s)",
+                      idle->path, rc, zerror(rc));
+        ngx_free(idle);
     }
 }
 
@@ -161,22 +238,45 @@ ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
 static void
 ngx_http_zk_lock_path_deleted(int rc, const void *data)
 {
-    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+    ngx_http_zk_lock_idle_path_t  *idle = (ngx_http_zk_lock_idle_path_t *) data;
 
-    /* in use again, gone already, or not ours to delete: all as well */
+    u_char                      *p;
+    ngx_http_zk_lock_session_t  *s;
 
-    if (rc == ZOK || rc == ZNOTEMPTY || rc == ZNONODE || rc == ZNOAUTH
-        || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT
-        || rc == ZSESSIONEXPIRED || rc == ZCLOSING || s->exiting)
-    {
-        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
-                       "zk lock: deleted idle path rc:%d", rc);
+    s = idle->session;
+
+    if (rc == ZOK && !s->exiting) {
+
+        /* the parent, which the variable segment may also have made */
+
+        for (p = idle->path + ngx_strlen(idle->path); p > idle->path; p--) {
+            if (*p == '/') {
+                break;
+            }
+        }
+
+        *p = '\0';
+        idle->levels--;
+
+        ngx_http_zk_lock_path_idle_stat(idle);
         return;
     }
 
-    ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                  "zookeeper delete of an idle lock path failed (%d: %s)",
-                  rc, zerror(rc));
+    /*
+     * in use again (ZNOTEMPTY), changed (ZBADVERSION), gone already, or
+     * the session with it: all as well
+     */
+
+    if (rc != ZOK && rc != ZNOTEMPTY && rc != ZBADVERSION && rc != ZNONODE
+        && rc != ZNOAUTH && !ngx_http_zk_lock_session_error(rc)
+        && !s->exiting)
+    {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zookeeper delete of the idle lock path \"%s\" failed "
+                      "(%d: %s)", idle->path, rc, zerror(rc));
+    }
+
+    ngx_free(idle);
 }
 
 
@@ -372,6 +472,10 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
 
     lock->refs--;
 
+    if (rc == ZOK && value) {
+        ngx_http_zk_lock_path_made(lock, (u_char *) value);
+    }
+
     if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting) {
         ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
                       "zookeeper create of a parent of \"%s\" failed (%d: %s)",
@@ -379,6 +483,34 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
     }
 
     ngx_http_zk_lock_path_gc(lock);
+}
+
+
+/* the levels of the path, from its end, that this worker created */
+
+static void
+ngx_http_zk_lock_path_made(ngx_http_zk_lock_t *lock, u_char *made)
+{
+    u_char      *p;
+    ngx_uint_t   level;
+
+    level = 1;
+
+    for (p = lock->path; *p; p++) {
+        if (*p == '/') {
+            level++;
+        }
+    }
+
+    for (p = made; *p; p++) {
+        if (*p == '/') {
+            level--;
+        }
+    }
+
+    if (level > lock->created && level <= lock->transient) {
+        lock->created = level;
+    }
 }
 
 

@@ -74,6 +74,7 @@ struct ngx_http_zk_lock_s {
     ngx_http_zk_lock_listing_t    listing;    /* the last one */
     ngx_uint_t                    span;       /* the entries to watch there */
     ngx_uint_t                    transient;  /* levels to delete when idle */
+    ngx_uint_t                    created;    /* of those, made by us */
     ngx_http_zk_lock_pool_t      *pool;       /* keep=: the worker's leases */
     ngx_uint_t                    tickets;    /* requests waiting there */
 

@@ -255,10 +255,10 @@ ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper)
  * containers made for it would stay until the server reaps them, at most
  * 10000 a minute, and clients that choose new values faster would grow
  * ZooKeeper without bound.  When the path has no node of this worker left,
- * it is deleted from the lock up to its first variable segment; a path
- * that another participant still uses answers ZNOTEMPTY, and one that a
- * participant creates meanwhile answers its create ZNONODE, which makes it
- * create the path again, as Curator does.
+ * the containers that the worker made for it are deleted, from the lock
+ * up to its first variable segment (see path_delete()); a path that
+ * another participant creates meanwhile answers its create ZNONODE, which
+ * makes it create the path again, as Curator does.
  */
 
 void
@@ -544,9 +544,12 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
 
 /*
  * The session may expire before the worker can hear of it (see
- * session_probe_handler()): its holders are told now that they lost
- * their locks, and their nodes are deleted should the session come back.
- * Waiters keep their places: only a live session can make them hold.
+ * session_probe_handler()): its holders are told now that they may lose
+ * their locks.  A holder keeps its node, HELD with the error JEOPARDY:
+ * while the session lives nobody else can have the lock, so the node
+ * goes when its owner releases it (zk_lock_lost abort does at once), or
+ * with the session.  Waiters keep their places: only a live session can
+ * make them hold.
  */
 
 void
@@ -562,13 +565,14 @@ ngx_http_zk_lock_recipe_let_go(ngx_http_zk_lock_node_t *node)
     /* a gate's hold is not its owner's, and goes once the owner holds */
 
     if (node->state != NGX_HTTP_ZK_LOCK_HELD || node->untold
-        || node->notify == ngx_http_zk_lock_recipe_gate_notify)
+        || node->notify == NULL
+        || node->notify == ngx_http_zk_lock_recipe_gate_notify
+        || node->error == NGX_HTTP_ZK_LOCK_JEOPARDY)
     {
         return 0;
     }
 
     node->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
-    ngx_http_zk_lock_recipe_delete(node);
     ngx_http_zk_lock_recipe_tell(node);
 
     return 0;

@@ -170,7 +170,11 @@ struct ngx_http_zk_lock_node_s {
 /* the error of a revocable node whose data asks it to let go */
 #define NGX_HTTP_ZK_LOCK_REVOKED  2
 
-/* the error of a held node whose session may expire unheard of */
+/*
+ * The error of a held node whose session may expire unheard of: it is
+ * still HELD, and its owner releases it or keeps it until the session
+ * comes back or expires
+ */
 #define NGX_HTTP_ZK_LOCK_JEOPARDY  3
 
 

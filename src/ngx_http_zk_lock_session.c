@@ -1155,6 +1155,8 @@ ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
         ngx_log_error(NGX_LOG_INFO, &s->log, 0,
                       "zookeeper session 0x%xL is heard from again",
                       (int64_t) zoo_client_id(s->zh)->client_id);
+
+        ngx_http_zk_lock_session_tell(s, s->heard_handler);
     }
 }
 

@@ -92,6 +92,7 @@ struct ngx_http_zk_lock_session_s {
     ngx_http_zk_lock_session_pt   connect_handler; /* connected, or again */
     ngx_http_zk_lock_session_pt   expire_handler;  /* its nodes are gone */
     ngx_http_zk_lock_session_pt   jeopardy_handler; /* it may expire */
+    ngx_http_zk_lock_session_pt   heard_handler;   /* jeopardy is over */
     ngx_http_zk_lock_session_pt   close_handler;   /* at exit, closed */
     ngx_http_zk_lock_watch_pt     watch_handler;   /* a node watch fired */
     void                         *data;
@@ -107,6 +108,21 @@ struct ngx_http_zk_lock_session_s {
     unsigned                      jeopardy:1; /* heard from too long ago */
     unsigned                      stale:1;    /* the client's hosts are */
 };
+
+
+/*
+ * The leases held through the session can no longer be counted on, nor
+ * new ones had: it may have expired unheard of, or there is none and
+ * ZooKeeper is out of reach.  A session that only lost its connection
+ * still counts: its nodes block others as long as it lives.
+ */
+
+#define ngx_http_zk_lock_session_gone(s)                                      \
+    ((s)->jeopardy || (!(s)->live && (s)->down))
+
+/* connected, and heard from: its holders hold */
+#define ngx_http_zk_lock_session_usable(s)                                    \
+    ((s)->connected && !(s)->jeopardy)
 
 
 ngx_int_t ngx_http_zk_lock_session_instance(ngx_log_t *log,

@@ -139,6 +139,11 @@ subtest 'missing or invalid: leases_default' => sub {
 
     zk_set($zk, '/config/limit', '2');
     ok(fleet_sees(2), 'created again: seen');
+
+    # the count in use is leases_default, not 0 (issue 25, item 10)
+    my $log = join '', map { $_->error_log } @fleet;
+    unlike($log, qr/lease count "\/config\/limit" is now 0\b/,
+        'no "is now 0" for a count that is missing or invalid');
 };
 
 subtest 'protocol=v2 reads the same count' => sub {

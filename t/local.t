@@ -8,7 +8,7 @@
 #
 #  1. nginx -t: local=0, local=abc, an unknown value
 #  2. ZooKeeper stopped: a request that waited in ZooKeeper takes a local
-#     lease at its timeout; 2 instances x 2 workers, local=2: every request
+#     lease once its session may have expired (jeopardy), not before; 2 instances x 2 workers, local=2: every request
 #     passes (LOCAL), never more than 2 per instance at the backend, 4 in
 #     all; local=1: one at a time, in the order the requests came, across
 #     the instance's workers; one that cannot get a lease in its timeout
@@ -16,8 +16,12 @@
 #  3. a worker killed while it holds a local lease: the worker that
 #     replaces it clears its count, the next request gets the lease
 #  4. ZooKeeper back: new requests take the lock in ZooKeeper (ACQUIRED)
-#  5. a partition (the relay swallows every byte): once the worker knows
-#     its connection is gone, requests pass with local leases, at most n
+#  5. a partition (the relay swallows every byte): once the session may
+#     have expired (jeopardy), requests pass with local leases, at most n
+#  6. a blip of one instance (its session alive, the other instance holds
+#     every lease): no local lease, the request waits in ZooKeeper
+#  7. ZooKeeper back: the requests that waited for a local lease queue in
+#     ZooKeeper, no local lease begins after the recovery
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
 use strict;
@@ -95,20 +99,23 @@ subtest 'ZooKeeper stopped: local leases, n per instance' => sub {
     my $fh = zk_hold($zk, '/lc/one',
         name => '_c_00000000-0000-4000-8000-000000000001-lock-',
         seconds => 60, session_timeout => 30);
-    my $w = http_parallel_bg([ [ $fleet[0]->port, '/short?key=conv' ] ],
+    my $w = http_parallel_bg([ [ $fleet[0]->port, '/one?key=conv' ] ],
         timeout => 30);
     ok(wait_for(sub { zk_children($zk, '/lc/one') == 2 }, 5),
         'a request waits behind a foreign holder');
+    my $stopped = time;
     $zk->stop;
     my $c = http_parallel_collect($w, 30)->[0];
     is($c->{headers}{'x-lock'}, 'LOCAL',
-        'at its timeout, with no session, it takes a local lease');
+        'once its session may have expired, it takes a local lease');
     is($c->{status}, 200, '... 200');
+    cmp_ok($c->{end}, '>', $stopped + 1.5,
+        '... not while the session still counts (jeopardy: 3/4 of 4 s)');
     $fh->kill;
 
     ok(wait_for(sub {
-        !grep { $_->error_log !~ /zookeeper connection lost/ } @fleet
-    }, 10), 'both instances know ZooKeeper is gone');
+        !grep { $_->error_log !~ /no word from zookeeper/ } @fleet
+    }, 10), 'both instances know their sessions may be gone');
     $be->reset;
 
     my @req;
@@ -196,15 +203,16 @@ subtest 'ZooKeeper back: requests go through ZooKeeper again' => sub {
 
 $_->stop for @fleet;
 
-subtest 'a partition: local leases once the connection is known lost' => sub {
+subtest 'a partition: local leases once the session may have expired' => sub {
     my $px = ZkLock::FaultProxy->start($zk);
     my $ng = nginx_start(conf($px->hosts), backend => $be);
     ok(sessions_connected($ng), 'connected through the relay');
     my $off = length $ng->error_log;
     $px->partition(12);
     ok(wait_for(sub {
-        substr($ng->error_log, $off) =~ /zookeeper connection lost/
-    }, 10), 'the workers notice the silent connection');
+        my @j = substr($ng->error_log, $off) =~ /no word from zookeeper/g;
+        @j >= 2;
+    }, 10), 'the workers declare jeopardy');
     $be->reset;
     my $res = http_parallel([ map { [ $ng->port, "/two?key=part&sleep=300" ] }
         1 .. 6 ], timeout => 30);
@@ -215,4 +223,92 @@ subtest 'a partition: local leases once the connection is known lost' => sub {
     $px->stop;
 };
 
+# Issue 25, item 3: a connection blip of one instance, its session alive,
+# gives no local lease beside the leases the fleet holds in ZooKeeper
+subtest 'a blip: no local lease while the session lives' => sub {
+    my $px = ZkLock::FaultProxy->start($zk);
+    my $a = nginx_start(conf6($px->hosts), backend => $be, workers => 1);
+    my $b = nginx_start(conf6('%%ZK%%'), zk => $zk, backend => $be,
+        workers => 1);
+    ok(sessions_connected($a, $b), 'A (through the relay) and B connected');
+    $be->reset;
+    my $hb = http_parallel_bg([ map { [ $b->port, "/sc?key=sc&sleep=4000" ] }
+        1 .. 2 ], timeout => 30);
+    ok(wait_for(sub { $be->stats('sc')->{inflight} == 2 }, 5),
+        'B holds both leases');
+    my $off = length $a->error_log;
+    $px->cut(2);
+    ok(wait_for(sub {
+        substr($a->error_log, $off) =~ /zookeeper connection lost/
+    }, 5), 'A lost its connection');
+    my $r = $a->get('/sc?key=sc&sleep=100', timeout => 30);
+    is($r->{status}, 200, "A's request: 200");
+    is($r->{headers}{'x-lock'}, 'ACQUIRED', '... through ZooKeeper, not LOCAL');
+    is($be->stats('sc')->{max}, 2, 'never more than the 2 leases in flight');
+    is(scalar(grep { $_->{status} == 200 } @{ http_parallel_collect($hb) }),
+        2, "B's holders: 200");
+    unlike(substr($a->error_log, $off), qr/passed with a local lease/,
+        'no local lease');
+    $a->stop;
+    $b->stop;
+    $px->stop;
+};
+
+# Issue 25, item 2: once the session is usable again, the requests that
+# wait for a local lease queue in ZooKeeper; no local lease is given after
+subtest 'ZooKeeper back: no new local lease' => sub {
+    my $ng = nginx_start(conf6('%%ZK%%'), zk => $zk, backend => $be,
+        workers => 1);
+    ok(sessions_connected($ng), 'connected');
+    $zk->stop;
+    ok(wait_for(sub { $ng->error_log =~ /no word from zookeeper/ }, 15),
+        'jeopardy');
+    $be->reset;
+    my $bg = http_parallel_bg([ map { [ $ng->port,
+        "/lm?key=lm&sleep=2000&id=$_" ] } 1 .. 6 ], timeout => 60,
+        stagger => 0.05);
+    ok(wait_for(sub { $be->stats('lm')->{inflight} == 1 }, 5),
+        'one passes with the local lease, the others wait for it');
+    my $off = length $ng->error_log;
+    $zk->start;
+    ok(wait_for(sub {
+        substr($ng->error_log, $off) =~ /zookeeper session \S+ (?:connected|is heard from again)/
+    }, 30), 'the session is back');
+    my $back = time;
+    my $res = http_parallel_collect($bg, 60);
+    is(scalar(grep { $_->{status} == 200 } @$res), 6, 'all 6: 200');
+    my @late = grep { ($_->{headers}{'x-lock'} // '') eq 'LOCAL'
+                      && $_->{end} - 2 > $back + 0.5 } @$res;
+    is(scalar @late, 0, 'no local lease began after the recovery')
+        or diag explain [ map { [ $_->{headers}{'x-lock'}, $_->{end} - $back ] }
+                          @$res ];
+    cmp_ok($be->stats('lm')->{max}, '<=', 2,
+        'at most the local holder and one through ZooKeeper');
+    ok((grep { ($_->{headers}{'x-lock'} // '') eq 'ACQUIRED' } @$res) >= 3,
+        'the waiters took the lock in ZooKeeper');
+    $ng->stop;
+};
+
 done_testing();
+
+sub conf6 {
+    my ($hosts) = @_;
+    return <<"EOF";
+    zk_hosts $hosts;
+    zk_session_timeout 10s;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        add_header X-Lock \$zk_lock_status always;
+        location /sc {
+            zk_semaphore /lc/sc leases=2 timeout=10s;
+            zk_lock_fail local=1;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /lm {
+            zk_mutex /lc/lm timeout=30s;
+            zk_lock_fail local=1;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+}

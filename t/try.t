@@ -12,7 +12,9 @@
 #     foreign writer: 409
 #  5. 20 tries at once on a mutex whose holder takes 1 s: at most one in
 #     the backend, the rest 409, all answered within 1 s
-#  6. no node left; nothing logged at alert/crit/emerg
+#  6. a try while the worker's session is still connecting waits for it
+#     (bounded by the session timeout): 200, not zk_lock_status
+#  7. no node left; nothing logged at alert/crit/emerg
 
 use strict;
 use warnings;
@@ -126,6 +128,38 @@ for my $uri (qw(/m /s /v2 /r /w /loc)) {
     is($be->stats('burst')->{max}, 1, 'at most one in the backend');
     my @late = grep { $_->{status} == 409 && $_->{time} > 1 } @$res;
     is(scalar @late, 0, 'every 409 within 1 s');
+}
+
+# 6. a try in a worker's first moments (issue 25, item 7): the session is
+#    still connecting (ZooKeeper stopped with SIGSTOP: the connection is
+#    accepted, the handshake unanswered); the try waits for it, bounded
+#    by the session timeout, rather than answer at once
+{
+    $zk->pause;
+    my $fresh = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1);
+    zk_hosts %%ZK%%;
+    zk_session_timeout 6s;
+    zk_lock_status 409;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        add_header X-Lock $zk_lock_status always;
+        location /m {
+            zk_mutex /try/first timeout=0;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    my $bg = http_parallel_bg([ [ $fresh->port, '/m?key=first' ] ],
+        timeout => 20);
+    sleep 1;
+    $zk->resume;
+    my $r = http_parallel_collect($bg)->[0];
+    is($r->{status}, 200, 'a try while the session connects: 200')
+        or diag $r->{status}, ' ', $r->{headers}{'x-lock'} // '';
+    is($r->{headers}{'x-lock'}, 'ACQUIRED', 'ACQUIRED');
+    cmp_ok($r->{time}, '>', 0.5, sprintf('it waited for the session '
+        . '(%.2f s)', $r->{time}));
+    $fresh->stop;
 }
 
 no_ephemerals($zk, '/try', 'at the end');
