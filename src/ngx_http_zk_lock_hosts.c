@@ -11,6 +11,33 @@
 #include "ngx_http_zk_lock_hosts.h"
 
 
+/*
+ * The zone: the last addresses of each name, found by name and port, the
+ * one stored last at the tail, the head the first to go when it is full
+ * (names that a reload took out of zk_hosts are never stored again).
+ */
+
+typedef struct {
+    ngx_queue_t                   queue;
+    in_port_t                     port;
+    size_t                        len;        /* of the name */
+    u_char                       *addrs;      /* after the name, with '\0' */
+    u_char                        name[1];
+} ngx_http_zk_lock_hosts_node_t;
+
+
+typedef struct {
+    ngx_queue_t                   queue;
+} ngx_http_zk_lock_hosts_shm_t;
+
+
+static ngx_int_t ngx_http_zk_lock_hosts_zone(ngx_conf_t *cf,
+    ngx_http_zk_lock_hosts_t *h);
+static ngx_int_t ngx_http_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static ngx_http_zk_lock_hosts_node_t *ngx_http_zk_lock_hosts_lookup(
+    ngx_http_zk_lock_hosts_shm_t *shm, ngx_http_zk_lock_host_t *host);
+static void ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host);
 static u_char *ngx_http_zk_lock_hosts_addr(u_char *p, struct sockaddr *sa,
     socklen_t socklen, in_port_t port);
 static ngx_int_t ngx_http_zk_lock_hosts_join(ngx_http_zk_lock_hosts_t *h,
@@ -20,6 +47,9 @@ static void ngx_http_zk_lock_hosts_set(ngx_http_zk_lock_host_t *host,
     ngx_resolver_ctx_t *ctx);
 static void ngx_http_zk_lock_hosts_answered(ngx_http_zk_lock_hosts_t *h);
 static void ngx_http_zk_lock_hosts_done(ngx_event_t *ev);
+
+
+static ngx_str_t  ngx_http_zk_lock_hosts_name = ngx_string("zk_lock_hosts");
 
 
 /* "host:port[,host:port...]", up to "last" (the chroot, if any) */
@@ -141,6 +171,10 @@ ngx_http_zk_lock_hosts_load(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
     ngx_uint_t                i, j;
     ngx_http_zk_lock_host_t  *host;
 
+    if (h->resolver && ngx_http_zk_lock_hosts_zone(cf, h) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     host = h->hosts.elts;
 
     for (i = 0; i < h->hosts.nelts; i++) {
@@ -183,6 +217,227 @@ ngx_http_zk_lock_hosts_load(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
 
     return (ngx_http_zk_lock_hosts_join(h, cf->pool) == NGX_ERROR)
            ? NGX_ERROR : NGX_OK;
+}
+
+
+/*
+ * No resolution here with a resolver: getaddrinfo() would ask the
+ * system's DNS, not the resolver's, and a DNS that does not answer would
+ * hold the master for its whole timeout (10 s and more) at every reload.
+ * The workers' answers are kept instead, in a zone that is not created
+ * anew at a reload (same name, size and tag), unlike the module's others.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_hosts_zone(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
+{
+    h->zone = ngx_shared_memory_add(cf, &ngx_http_zk_lock_hosts_name,
+                                    8 * ngx_pagesize,
+                                    &ngx_http_zk_lock_hosts_name);
+    if (h->zone == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->zone->init = ngx_http_zk_lock_hosts_init_zone;
+    h->zone->data = h;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_slab_pool_t               *shpool;
+    ngx_http_zk_lock_hosts_shm_t  *shm;
+
+    shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    /*
+     * A reload: the zone of before, as its workers left it.  Its tag is
+     * this file's, so its layout is this one: a module built anew is
+     * another tag, and another zone.
+     */
+
+    if (data || shm_zone->shm.exists) {
+        return NGX_OK;
+    }
+
+    shm = ngx_slab_alloc(shpool, sizeof(ngx_http_zk_lock_hosts_shm_t));
+    if (shm == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_queue_init(&shm->queue);
+
+    shpool->data = shm;
+
+    /* full, it gives room by dropping the oldest names: no error */
+    shpool->log_nomem = 0;
+
+    return NGX_OK;
+}
+
+
+/*
+ * A worker starts (after a reload, or in place of one that died): the
+ * names start from the last addresses that a worker of this instance
+ * resolved, so that the session need not wait for DNS to answer.
+ * NGX_DECLINED: none known.
+ */
+
+ngx_int_t
+ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h)
+{
+    u_char                         *addrs;
+    size_t                          len;
+    ngx_uint_t                      i, n;
+    ngx_slab_pool_t                *shpool;
+    ngx_http_zk_lock_host_t        *host;
+    ngx_http_zk_lock_hosts_node_t  *node;
+
+    if (h->zone == NULL) {
+        return NGX_DECLINED;
+    }
+
+    shpool = (ngx_slab_pool_t *) h->zone->shm.addr;
+    host = h->hosts.elts;
+    n = 0;
+
+    ngx_shmtx_lock(&shpool->mutex);
+
+    for (i = 0; i < h->hosts.nelts; i++) {
+
+        if (host[i].addrs) {
+            continue;
+        }
+
+        node = ngx_http_zk_lock_hosts_lookup(shpool->data, &host[i]);
+        if (node == NULL) {
+            continue;
+        }
+
+        len = ngx_strlen(node->addrs) + 1;
+
+        addrs = ngx_alloc(len, h->log);
+        if (addrs == NULL) {
+            ngx_shmtx_unlock(&shpool->mutex);
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(addrs, node->addrs, len);
+
+        host[i].addrs = addrs;
+        host[i].allocated = 1;
+        n++;
+    }
+
+    ngx_shmtx_unlock(&shpool->mutex);
+
+    if (n == 0) {
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_zk_lock_hosts_join(h, NULL) == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    ngx_log_error(NGX_LOG_INFO, h->log, 0,
+                  "zk_hosts \"%V\" start from the last known addresses "
+                  "\"%s\"", &h->text, h->list);
+
+    return NGX_OK;
+}
+
+
+static ngx_http_zk_lock_hosts_node_t *
+ngx_http_zk_lock_hosts_lookup(ngx_http_zk_lock_hosts_shm_t *shm,
+    ngx_http_zk_lock_host_t *host)
+{
+    ngx_queue_t                    *q;
+    ngx_http_zk_lock_hosts_node_t  *node;
+
+    for (q = ngx_queue_head(&shm->queue);
+         q != ngx_queue_sentinel(&shm->queue);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_zk_lock_hosts_node_t, queue);
+
+        if (node->port == host->port && node->len == host->name.len
+            && ngx_strncasecmp(node->name, host->name.data, node->len) == 0)
+        {
+            return node;
+        }
+    }
+
+    return NULL;
+}
+
+
+/* a name has resolved: what the next worker to start starts from */
+
+static void
+ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
+{
+    size_t                          len, size;
+    ngx_queue_t                    *q;
+    ngx_slab_pool_t                *shpool;
+    ngx_http_zk_lock_hosts_shm_t   *shm;
+    ngx_http_zk_lock_hosts_node_t  *node, *old;
+
+    shpool = (ngx_slab_pool_t *) host->hosts->zone->shm.addr;
+    shm = shpool->data;
+    len = ngx_strlen(host->addrs) + 1;
+
+    ngx_shmtx_lock(&shpool->mutex);
+
+    node = ngx_http_zk_lock_hosts_lookup(shm, host);
+
+    if (node) {
+        ngx_queue_remove(&node->queue);
+
+        if (ngx_strcmp(node->addrs, host->addrs) == 0) {
+            ngx_queue_insert_tail(&shm->queue, &node->queue);
+            ngx_shmtx_unlock(&shpool->mutex);
+            return;
+        }
+
+        ngx_slab_free_locked(shpool, node);
+    }
+
+    size = offsetof(ngx_http_zk_lock_hosts_node_t, name) + host->name.len
+           + len;
+
+    for ( ;; ) {
+        node = ngx_slab_alloc_locked(shpool, size);
+
+        if (node || ngx_queue_empty(&shm->queue)) {
+            break;
+        }
+
+        q = ngx_queue_head(&shm->queue);
+        ngx_queue_remove(q);
+
+        old = ngx_queue_data(q, ngx_http_zk_lock_hosts_node_t, queue);
+        ngx_slab_free_locked(shpool, old);
+    }
+
+    if (node) {
+        node->port = host->port;
+        node->len = host->name.len;
+        node->addrs = ngx_cpymem(node->name, host->name.data, node->len);
+        ngx_memcpy(node->addrs, host->addrs, len);
+
+        ngx_queue_insert_tail(&shm->queue, &node->queue);
+    }
+
+    ngx_shmtx_unlock(&shpool->mutex);
+
+    if (node == NULL) {
+        ngx_log_error(NGX_LOG_WARN, host->hosts->log, 0,
+                      "no room in the \"%V\" zone for the addresses of "
+                      "\"%V\"", &ngx_http_zk_lock_hosts_name, &host->name);
+    }
 }
 
 
@@ -395,6 +650,10 @@ ngx_http_zk_lock_hosts_set(ngx_http_zk_lock_host_t *host,
 
     host->addrs = addrs;
     host->allocated = 1;
+
+    if (host->hosts->zone) {
+        ngx_http_zk_lock_hosts_store(host);
+    }
 }
 
 

@@ -20,7 +20,10 @@
  * answer would stop the whole worker meanwhile.  The names are resolved
  * once at configuration load, or, with a "resolver" in the http block, by
  * nginx's resolver whenever the worker asks, without blocking; a name that
- * stops resolving keeps the addresses it had.
+ * stops resolving keeps the addresses it had.  With a resolver, the last
+ * addresses of each name are also kept in a shared memory zone that lives
+ * across reloads, so that a worker that starts while DNS does not answer
+ * (after a reload, or in place of one that died) starts from them.
  */
 
 typedef struct ngx_http_zk_lock_hosts_s  ngx_http_zk_lock_hosts_t;
@@ -47,6 +50,7 @@ struct ngx_http_zk_lock_hosts_s {
     /* NULL: the names were resolved at configuration load */
     ngx_resolver_t               *resolver;
     ngx_msec_t                    resolver_timeout;
+    ngx_shm_zone_t               *zone;       /* with a resolver */
 
     u_char                       *list;       /* for the client, or NULL */
     ngx_uint_t                    naddrs;
@@ -66,6 +70,7 @@ ngx_int_t ngx_http_zk_lock_hosts_parse(ngx_conf_t *cf,
     ngx_http_zk_lock_hosts_t *h, ngx_str_t *value, u_char *last);
 ngx_int_t ngx_http_zk_lock_hosts_load(ngx_conf_t *cf,
     ngx_http_zk_lock_hosts_t *h);
+ngx_int_t ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h);
 ngx_int_t ngx_http_zk_lock_hosts_resolve(ngx_http_zk_lock_hosts_t *h);
 ngx_int_t ngx_http_zk_lock_hosts_names(ngx_http_zk_lock_hosts_t *h);
 

@@ -105,6 +105,11 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     s->hosts->handler = ngx_http_zk_lock_session_resolved;
     s->hosts->data = s;
     s->hosts->log = &s->log;
+
+    if (ngx_http_zk_lock_hosts_seed(s->hosts) == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
     s->nhosts = s->hosts->list ? s->hosts->naddrs : 1;
 
     ngx_rbtree_init(&s->locks, &s->sentinel, ngx_str_rbtree_insert_value);
@@ -165,6 +170,16 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
 
     if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
         ngx_add_timer(&s->renew, s->timeout);
+    }
+
+    /*
+     * Started from addresses already known (those of the last worker, or
+     * literal ones beside names): the names are asked all the same, so
+     * that one that has moved is followed, and the answers kept
+     */
+
+    if (s->zh && s->hosts->resolver) {
+        (void) ngx_http_zk_lock_hosts_resolve(s->hosts);
     }
 
     return NGX_OK;

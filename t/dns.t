@@ -21,6 +21,11 @@
 #  4. a name that moves (first where no ZooKeeper listens): the worker
 #     asks again after a failed round and connects to the new address
 #  5. a name that does not resolve fails nginx -t (t/config.t)
+#  6. DNS stops answering, then nginx reloads (issue 25, item 5): the new
+#     worker starts from the addresses the old one had resolved (kept in
+#     shared memory) and connects at once: a gated request gets the lock
+#     within its timeout, a zk_lock_fail open one is ACQUIRED, not
+#     BYPASSED; so does a worker respawned after a SIGKILL meanwhile
 
 use strict;
 use warnings;
@@ -229,6 +234,58 @@ subtest 'a name that moves: followed when the worker reconnects' => sub {
         'the new addresses are logged');
     is($rn->get('/m?key=r5')->{headers}{'x-lock'}, 'ACQUIRED',
         'a request takes the lock');
+    $rn->stop;
+    kill 'TERM', $dns->{pid};
+};
+
+subtest 'DNS mute, then a reload and a respawn: the last addresses' => sub {
+    my $dns = dns_start('zk.test' => '127.0.0.1');
+    my $rn = nginx_start(resolver_conf($dns), backend => $be, workers => 1);
+    ok(sessions_connected($rn), 'the worker connects to what zk.test '
+        . 'resolves to');
+    is($rn->get('/m?key=r6')->{headers}{'x-lock'}, 'ACQUIRED',
+        'a request takes the lock');
+
+    dns_mute($dns, 1);
+    my $off = length $rn->error_log;
+    ok($rn->reload, 'nginx reloads while DNS does not answer');
+
+    my $t = time;
+    my $r = $rn->get('/m?key=r7', timeout => 10);
+    is($r->{status}, 200, 'a gated request on the new worker gets the lock')
+        or diag substr($rn->error_log, $off);
+    is($r->{headers}{'x-lock'}, 'ACQUIRED', '... ACQUIRED');
+    cmp_ok(time - $t, '<', 2, '... within its 2 s timeout');
+    is($rn->get('/open?key=r7o', timeout => 10)->{headers}{'x-lock'},
+        'ACQUIRED', 'zk_lock_fail open: protected, not BYPASSED');
+    like(substr($rn->error_log, $off),
+        qr/zk_hosts "zk\.test:$port" start from the last known addresses "127\.0\.0\.1:$port"/,
+        'the new worker says where it starts from');
+    ok(wait_for(sub { substr($rn->error_log, $off) =~
+        /could not resolve "zk\.test" of zk_hosts \(\d+: [^)]+\), its last addresses are kept/
+    }, 10), 'it asks DNS all the same; no answer, the addresses are kept');
+
+    my ($victim) = $rn->worker_pids;
+    $off = length $rn->error_log;
+    kill 'KILL', $victim or die "kill: $!";
+    $rn->expect_log(
+        qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/);
+    ok(wait_for(sub {
+        my @w = $rn->worker_pids;
+        @w == 1 && $w[0] != $victim
+    }, 10), 'a worker SIGKILLed is respawned');
+    $t = time;
+    $r = $rn->get('/m?key=r8', timeout => 10);
+    is($r->{headers}{'x-lock'}, 'ACQUIRED',
+        'the respawned worker takes the lock, DNS still mute')
+        or diag substr($rn->error_log, $off);
+    cmp_ok(time - $t, '<', 2, '... within its 2 s timeout');
+    is($rn->get('/open?key=r8o', timeout => 10)->{headers}{'x-lock'},
+        'ACQUIRED', 'zk_lock_fail open: ACQUIRED');
+    like(substr($rn->error_log, $off),
+        qr/zk_hosts "zk\.test:$port" start from the last known addresses/,
+        'it started from the last known addresses too');
+
     $rn->stop;
     kill 'TERM', $dns->{pid};
 };
