@@ -16,12 +16,18 @@
 /*
  * zk_lock_fail local=<n>: while a worker has no usable session, at most n
  * requests per lock of this nginx instance pass, in the order they came,
- * whichever worker they are in.  A shared memory zone of its own keeps,
- * per lock (the metrics' entries), a ticket queue and the leases held by
- * each worker: a worker that starts again after a crash clears its own
- * count, and a ticket whose worker is gone is skipped.  Waiters in other
- * workers are not woken: every worker looks again every POLL ms while it
- * has any.
+ * whichever worker they are in, whichever generation of workers (reload)
+ * they are in.  A shared memory zone of its own, kept across reloads,
+ * has one entry per lock (its type and path as configured):
+ *
+ *     zone: entries --> entry --> entry --> ...
+ *     entry: type, path, ring of waiting tickets (pids), leases (pids)
+ *
+ * A ticket or a lease names the pid of its worker: one whose worker is
+ * gone (killed, crashed) is skipped or no longer counts, and nothing is
+ * cleared when a worker starts, so the old workers' leases still count
+ * for the new ones.  Waiters in other workers are not woken: every worker
+ * looks again every POLL ms while it has any.
  */
 
 typedef struct ngx_http_zk_lock_local_s  ngx_http_zk_lock_local_t;
@@ -34,6 +40,7 @@ struct ngx_http_zk_lock_local_s {
     ngx_uint_t                    index;      /* the lock's entry */
     ngx_uint_t                    n;          /* leases of the instance */
     ngx_atomic_uint_t             ticket;
+    ngx_uint_t                    lease;      /* held: its place */
     unsigned                      waiting:1;
     unsigned                      held:1;
 
@@ -43,7 +50,7 @@ struct ngx_http_zk_lock_local_s {
 };
 
 
-ngx_int_t ngx_http_zk_lock_local_init(ngx_conf_t *cf, ngx_uint_t n,
+ngx_int_t ngx_http_zk_lock_local_init(ngx_conf_t *cf, ngx_array_t *locks,
     ngx_shm_zone_t **zone);
 ngx_int_t ngx_http_zk_lock_local_worker(ngx_cycle_t *cycle,
     ngx_shm_zone_t *zone);

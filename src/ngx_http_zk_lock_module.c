@@ -886,7 +886,7 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
     }
 
     if (lmcf->local_used
-        && ngx_http_zk_lock_local_init(cf, lmcf->metrics->nelts,
+        && ngx_http_zk_lock_local_init(cf, lmcf->metrics,
                                        &lmcf->local_zone)
            != NGX_OK)
     {

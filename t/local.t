@@ -13,8 +13,8 @@
 #     all; local=1: one at a time, in the order the requests came, across
 #     the instance's workers; one that cannot get a lease in its timeout
 #     gets 503 (ERROR); the metrics count "local"
-#  3. a worker killed while it holds a local lease: the worker that
-#     replaces it clears its count, the next request gets the lease
+#  3. a worker killed while it holds a local lease: its lease no longer
+#     counts, the next request gets it
 #  4. ZooKeeper back: new requests take the lock in ZooKeeper (ACQUIRED)
 #  5. a partition (the relay swallows every byte): once the session may
 #     have expired (jeopardy), requests pass with local leases, at most n
@@ -180,7 +180,7 @@ subtest 'a worker killed while it holds a local lease: the lease comes back' => 
     my $t = time;
     my $r = $k->get('/one?key=after-crash', timeout => 30);
     is($r->{headers}{'x-lock'}, 'LOCAL',
-        'the next request gets the lease: the new worker cleared its count');
+        'the next request gets the lease: a dead worker holds none');
     cmp_ok(time - $t, '<', 10, '... well before its 20 s timeout');
     $k->expect_log(
         qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/);
