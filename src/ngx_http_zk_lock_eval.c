@@ -9,6 +9,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_eval.h"
+#include "ngx_http_zk_lock_group.h"
 
 
 /*
@@ -25,7 +26,7 @@
 
 
 static ngx_int_t ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight);
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t *weight);
 static ngx_int_t ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
 static size_t ngx_http_zk_lock_eval_utf8_cut(u_char *text, size_t len);
@@ -44,22 +45,24 @@ ngx_http_zk_lock_eval(ngx_http_request_t *r,
         return rc;
     }
 
-    return ngx_http_zk_lock_eval_weight(r, spec, &want->weight);
+    return ngx_http_zk_lock_eval_weight(r, spec, &want->path, &want->weight);
 }
 
 
 /*
  * The leases a request takes (zk_semaphore weight=): from a variable, a
- * number from 1 to the leases, else 400 before any node is made.  With a
- * count read from ZooKeeper, a weight above it waits for it to grow.
+ * number from 1 to the leases, and to what one multi() may create on the
+ * path, else 400 before any node is made.  With a count read from
+ * ZooKeeper, the handler checks it against the count.
  */
 
 static ngx_int_t
 ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_uint_t *weight)
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t *weight)
 {
-    ngx_int_t  n;
-    ngx_str_t  v;
+    ngx_int_t   n;
+    ngx_str_t   v;
+    ngx_uint_t  max;
 
     if (spec->weight_cv == NULL) {
         *weight = spec->weight;
@@ -72,11 +75,16 @@ ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
 
     n = ngx_atoi(v.data, v.len);
 
-    if (n < 1 || (spec->counter.len == 0 && (ngx_uint_t) n > spec->leases)) {
+    max = ngx_http_zk_lock_group_max(path->len);
+
+    if (spec->counter.len == 0) {
+        max = ngx_min(max, spec->leases);
+    }
+
+    if (n < 1 || (ngx_uint_t) n > max) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "%s \"%V\": invalid weight \"%V\", 1 to %ui expected",
-                      ngx_http_zk_lock_directive(spec), &spec->name, &v,
-                      spec->leases);
+                      ngx_http_zk_lock_directive(spec), &spec->name, &v, max);
         return NGX_HTTP_BAD_REQUEST;
     }
 

@@ -26,6 +26,21 @@
  * what they need can wait for each other until they time out).
  */
 
+/*
+ * A group's multi() stays well under ZooKeeper's jute.maxbuffer (1 MB by
+ * default: a larger request makes the server drop the connection).  A
+ * create in it costs its path, the sequence number, and at most about
+ * NGX_HTTP_ZK_LOCK_MULTI_OP bytes more: the node's data (256 at most), its
+ * ACL, the headers.
+ */
+
+#define NGX_HTTP_ZK_LOCK_MULTI_MAX  (512 * 1024)
+#define NGX_HTTP_ZK_LOCK_MULTI_OP   (256 + 256)
+
+#define ngx_http_zk_lock_group_max(path_len)                                  \
+    (NGX_HTTP_ZK_LOCK_MULTI_MAX / ((path_len) + 11 + NGX_HTTP_ZK_LOCK_MULTI_OP))
+
+
 ngx_int_t ngx_http_zk_lock_group_create(ngx_http_zk_lock_node_t *node,
     u_char *path, string_stat_completion_t done);
 ngx_uint_t ngx_http_zk_lock_group_adopt(ngx_http_zk_lock_node_t *node,

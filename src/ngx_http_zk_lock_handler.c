@@ -61,6 +61,8 @@ static void ngx_http_zk_lock_handler_test_writing(ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_handler_client_gone(ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
     ngx_http_zk_lock_hold_t *want);
+static ngx_int_t ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
+    ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node);
@@ -418,6 +420,13 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
 
     if (ngx_http_zk_lock_handler_full(r, want)) {
         return ngx_http_zk_lock_handler_reject(r, ctx, want);
+    }
+
+    if (ngx_http_zk_lock_handler_overweight(r, want)) {
+        ngx_http_zk_lock_handler_give_back(ctx);
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_REJECTED;
+        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_REJECTED, 0);
+        return llcf->status;
     }
 
     hold = ngx_http_zk_lock_handler_push(r, ctx, want);
@@ -937,6 +946,46 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
         : ngx_http_zk_lock_waiting(lmcf->session, &want->path);
 
     return n >= want->spec->max_waiting;
+}
+
+
+/*
+ * A weight above the lease count read from ZooKeeper could not hold until
+ * the count grows, and its nodes would stand in the queue ahead of
+ * everybody else meanwhile: the status at once, no node
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
+    ngx_http_zk_lock_hold_t *want)
+{
+    ngx_uint_t                     leases;
+    ngx_http_zk_lock_spec_t       *spec;
+    ngx_http_zk_lock_counter_t    *c;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    spec = want->spec;
+
+    if (want->weight == 1 || spec->counter.len == 0) {
+        return 0;
+    }
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    c = ngx_http_zk_lock_counter(lmcf->session, &spec->counter);
+
+    leases = (c && c->value) ? c->value : spec->leases;
+
+    if (want->weight <= leases) {
+        return 0;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "%s \"%V\" rejected: weight %ui is more than the %ui "
+                  "leases of \"%V\"", ngx_http_zk_lock_directive(spec),
+                  &want->path, want->weight, leases, &spec->counter);
+
+    return 1;
 }
 
 

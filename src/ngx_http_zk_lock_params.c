@@ -10,6 +10,7 @@
 
 #include "ngx_http_zk_lock_params.h"
 #include "ngx_http_zk_lock_path.h"
+#include "ngx_http_zk_lock_group.h"
 
 
 /*
@@ -97,6 +98,16 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"weight=%ui\" is more than \"leases=%ui\"",
                            spec->weight, spec->leases);
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->weight > ngx_http_zk_lock_group_max(spec->name.len)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"weight=%ui\" is more than the %ui nodes that "
+                           "one zookeeper multi() may create on \"%V\"",
+                           spec->weight,
+                           ngx_http_zk_lock_group_max(spec->name.len),
+                           &spec->name);
         return NGX_CONF_ERROR;
     }
 

@@ -30,13 +30,11 @@ typedef struct {
 } ngx_http_zk_lock_idle_path_t;
 
 
-static void ngx_http_zk_lock_path_made(ngx_http_zk_lock_t *lock,
-    u_char *made);
 static void ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock);
 static void ngx_http_zk_lock_path_idle_stat(
     ngx_http_zk_lock_idle_path_t *idle);
-static void ngx_http_zk_lock_path_idle_statted(int rc,
-    const struct Stat *stat, const void *data);
+static void ngx_http_zk_lock_path_idle_read(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
 static void ngx_http_zk_lock_path_listed(int rc,
     const struct String_vector *strings, const void *data);
@@ -86,7 +84,7 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->deep = 0;
     lock->reads = 0;
     lock->transient = 0;
-    lock->created = 0;
+    lock->made = 0;
     lock->pool = NULL;
     lock->tickets = 0;
     lock->keep = 0;
@@ -122,7 +120,7 @@ ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
         return;
     }
 
-    if (lock->transient && lock->created) {
+    if (lock->transient && lock->made) {
         ngx_http_zk_lock_path_delete(lock);
     }
 
@@ -136,12 +134,13 @@ ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
 
 /*
  * A variable may name any node, a persistent one with data, a lease count,
- * a holder's ephemeral node: only what the worker itself created as a
- * container is deleted (the server hides which nodes are containers), from
- * the lock up to its first variable segment, each parent once its child is
- * gone, and only while it is still empty and without data, at the version
- * that its Stat showed.  Containers that others made are the server's to
- * reap.
+ * a holder's ephemeral node: only the module's own containers are deleted,
+ * those whose data is the module's mark (the server hides which nodes are
+ * containers), from the lock up to its first variable segment, each parent
+ * once its child is gone, while empty, at the version that was read.  And
+ * only once a node of the worker was created there: a failed create
+ * proves nothing.  Containers without the mark (Curator's, or made by an
+ * older version) are left to the server to reap.
  */
 
 static void
@@ -163,7 +162,7 @@ ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
     }
 
     idle->session = s;
-    idle->levels = ngx_min(lock->transient, lock->created);
+    idle->levels = lock->transient;
     ngx_memcpy(idle->path, lock->path, lock->sn.str.len + 1);
 
     ngx_http_zk_lock_path_idle_stat(idle);
@@ -188,12 +187,12 @@ ngx_http_zk_lock_path_idle_stat(ngx_http_zk_lock_idle_path_t *idle)
 
     ngx_http_zk_lock_session_batch(s);
 
-    rc = zoo_aexists(s->zh, (char *) idle->path, 0,
-                     ngx_http_zk_lock_path_idle_statted, idle);
+    rc = zoo_aget(s->zh, (char *) idle->path, 0,
+                  ngx_http_zk_lock_path_idle_read, idle);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                      "zoo_aexists(\"%s\") failed (%d: %s)",
+                      "zoo_aget(\"%s\") failed (%d: %s)",
                       idle->path, rc, zerror(rc));
         ngx_free(idle);
     }
@@ -201,8 +200,8 @@ ngx_http_zk_lock_path_idle_stat(ngx_http_zk_lock_idle_path_t *idle)
 
 
 static void
-ngx_http_zk_lock_path_idle_statted(int rc, const struct Stat *stat,
-    const void *data)
+ngx_http_zk_lock_path_idle_read(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
 {
     ngx_http_zk_lock_idle_path_t  *idle = (ngx_http_zk_lock_idle_path_t *) data;
 
@@ -211,8 +210,9 @@ ngx_http_zk_lock_path_idle_statted(int rc, const struct Stat *stat,
     s = idle->session;
 
     if (rc != ZOK || stat == NULL || s->exiting
-        || stat->ephemeralOwner != 0 || stat->dataLength != 0
-        || stat->numChildren != 0)
+        || stat->ephemeralOwner != 0 || stat->numChildren != 0
+        || value_len != (int) sizeof(NGX_HTTP_ZK_LOCK_MARK) - 1
+        || ngx_strncmp(value, NGX_HTTP_ZK_LOCK_MARK, value_len) != 0)
     {
         /* gone, in use, or not ours: nor are its parents ours to delete */
 
@@ -451,8 +451,15 @@ ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
 
     ngx_http_zk_lock_session_batch(s);
 
-    rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
-                     ngx_http_zk_lock_path_parent_done, lock);
+    if (mode == ZOO_CONTAINER) {
+        rc = zoo_acreate(s->zh, (char *) path, NGX_HTTP_ZK_LOCK_MARK,
+                         sizeof(NGX_HTTP_ZK_LOCK_MARK) - 1, s->acl, mode,
+                         ngx_http_zk_lock_path_parent_done, lock);
+
+    } else {
+        rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
+                         ngx_http_zk_lock_path_parent_done, lock);
+    }
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -472,10 +479,6 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
 
     lock->refs--;
 
-    if (rc == ZOK && value) {
-        ngx_http_zk_lock_path_made(lock, (u_char *) value);
-    }
-
     if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting) {
         ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
                       "zookeeper create of a parent of \"%s\" failed (%d: %s)",
@@ -483,34 +486,6 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
     }
 
     ngx_http_zk_lock_path_gc(lock);
-}
-
-
-/* the levels of the path, from its end, that this worker created */
-
-static void
-ngx_http_zk_lock_path_made(ngx_http_zk_lock_t *lock, u_char *made)
-{
-    u_char      *p;
-    ngx_uint_t   level;
-
-    level = 1;
-
-    for (p = lock->path; *p; p++) {
-        if (*p == '/') {
-            level++;
-        }
-    }
-
-    for (p = made; *p; p++) {
-        if (*p == '/') {
-            level--;
-        }
-    }
-
-    if (level > lock->created && level <= lock->transient) {
-        lock->created = level;
-    }
 }
 
 

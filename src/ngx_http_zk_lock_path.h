@@ -49,6 +49,13 @@ typedef struct {
 } ngx_http_zk_lock_owner_t;
 
 
+/*
+ * The data of the containers that the module makes for lock paths: it
+ * deletes an idle one of a path from a request only when it finds this
+ */
+#define NGX_HTTP_ZK_LOCK_MARK  "ngx_http_zk_lock_module"
+
+
 /* "<path>/" + child name + '\0' */
 #define NGX_HTTP_ZK_LOCK_BUF_LEN        (NGX_HTTP_ZK_LOCK_MAX_PATH + 66)
 
@@ -74,7 +81,6 @@ struct ngx_http_zk_lock_s {
     ngx_http_zk_lock_listing_t    listing;    /* the last one */
     ngx_uint_t                    span;       /* the entries to watch there */
     ngx_uint_t                    transient;  /* levels to delete when idle */
-    ngx_uint_t                    created;    /* of those, made by us */
     ngx_http_zk_lock_pool_t      *pool;       /* keep=: the worker's leases */
     ngx_uint_t                    tickets;    /* requests waiting there */
 
@@ -83,6 +89,7 @@ struct ngx_http_zk_lock_s {
     unsigned                      wanted:1;   /* a listing, after this one */
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */
+    unsigned                      made:1;     /* a node created here */
     u_char                        path[1];
 };
 

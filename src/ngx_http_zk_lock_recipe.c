@@ -255,8 +255,8 @@ ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper)
  * containers made for it would stay until the server reaps them, at most
  * 10000 a minute, and clients that choose new values faster would grow
  * ZooKeeper without bound.  When the path has no node of this worker left,
- * the containers that the worker made for it are deleted, from the lock
- * up to its first variable segment (see path_delete()); a path that
+ * the module's empty containers are deleted, from the lock up to its
+ * first variable segment (see path_delete()); a path that
  * another participant creates meanwhile answers its create ZNONODE, which
  * makes it create the path again, as Curator does.
  */
@@ -946,6 +946,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
     switch (rc) {
 
     case ZOK:
+        lock->made = 1;
         name = (u_char *) strrchr(value, '/');
         name = name ? name + 1 : (u_char *) value;
         len = ngx_strlen(name);

@@ -10,7 +10,9 @@
 #     holder's node stays, and the next request on /p waits for the
 #     holder (never two in the backend)
 #  3. a variable path used and left: its containers are deleted, up to the
-#     first variable segment, not the literal parent
+#     first variable segment, not the literal parent; an empty persistent
+#     node named by a variable stays (the module deletes only containers
+#     that carry its mark)
 #  4. nginx -t refuses a leases=zk: count node below the literal part of a
 #     variable lock path of the same directive, naming both
 #  no [alert]/[crit]/[emerg] line, no crashed worker
@@ -63,6 +65,12 @@ subtest 'a persistent node named by a variable is not deleted' => sub {
     ok($d, '/app/config is still there');
     is($d && $d->{data}, 'keep me', '... with its data');
     is(scalar(zk_children($zk, '/app/config')), 0, '... and no child left');
+
+    # an empty persistent node is no container of the module's either
+    zk_create($zk, '/app/empty');
+    is($ng->get('/t?t=empty&key=cfg')->{status}, 200, 'GET /t?t=empty: 200');
+    sleep 1;
+    ok(zk_get($zk, '/app/empty'), 'the empty persistent /app/empty stays');
 };
 
 subtest 'below a holder\'s node: the holder keeps it' => sub {
@@ -89,6 +97,7 @@ subtest 'below a holder\'s node: the holder keeps it' => sub {
 };
 
 subtest 'an idle variable path goes, up to its variable segment' => sub {
+    zk_create($zk, '/vars/fixed', makepath => 1);
     my $r = $ng->get('/v?v=tmp1&key=v');
     is($r->{status}, 200, 'GET /v?v=tmp1: 200');
     ok(wait_for(sub { !zk_get($zk, '/vars/fixed/tmp1') }, 5),

@@ -7,7 +7,10 @@
 # them for as long as a GET of the backend takes).
 #
 #  1. nginx -t: a weight below 1 or above the leases, weight= on zk_mutex
-#  2. a weight from a variable outside 1..leases: 400, no node made
+#  2. a weight from a variable outside 1..leases: 400, no node made; with
+#     leases=zk:, a weight above the count read: zk_lock_status at once
+#     (REJECTED), no node; a weight past what one multi() may create
+#     (ZooKeeper's jute.maxbuffer): 400 at run time, nginx -t when literal
 #  3. a held weight=3 request has 3 nodes, one token; none left after
 #  4. v1: 2 nginx x 2 workers, weights 1 to 3, leases=4: never more than 4
 #     leases in flight, all requests served; weight=2 requests on leases=3
@@ -43,6 +46,9 @@ subtest 'nginx -t' => sub {
           qr/invalid weight "weight=0"/ ],
         [ 'weight above the leases', 'zk_semaphore /s leases=4 weight=5;',
           qr/"weight=5" is more than "leases=4"/ ],
+        [ 'weight too big for one multi()',
+          'zk_semaphore /s leases=zk:/c leases_default=1 weight=5000;',
+          qr/"weight=5000" is more than the \d+ nodes that one zookeeper multi\(\) may create on "\/s"/ ],
         [ 'weight= on zk_mutex', 'zk_mutex /m weight=2;',
           qr/invalid parameter "weight=2"/ ],
     ) {
@@ -98,6 +104,11 @@ my $conf = <<'EOF';
             zk_semaphore /wt/v leases=4 protocol=v2 weight=$arg_w timeout=30s;
             proxy_pass http://%%BACKEND%%;
         }
+        location /wz {
+            zk_semaphore /wt/z leases=zk:/wt-count leases_default=1
+                         weight=$arg_w timeout=10s;
+            proxy_pass http://%%BACKEND%%;
+        }
         location /counted {
             zk_semaphore /wt/c leases=zk:/wt-count leases_default=1
                          weight=2 timeout=30s;
@@ -120,6 +131,36 @@ subtest 'a weight outside 1..leases: 400, no node' => sub {
     is(scalar(() = zk_children($zk, '/wt/s')), 0, 'no node was made');
     like($ng->error_log, qr/zk_semaphore "\/wt\/s": invalid weight "5", 1 to 4 expected/,
         'logged at info, naming the weight');
+};
+
+# Issue 25, item 6: with leases=zk:, a weight above the count read from
+# ZooKeeper is refused at once, and no weight makes a multi() that the
+# server would refuse
+subtest 'leases=zk: a weight above the count, or too big for a multi()' => sub {
+    my $off = length $ng->error_log;
+    my $t0 = time;
+    my $r = $ng->get('/wz?key=wz&w=5');
+    is($r->{status}, 503, 'w=5 with a count of 4: zk_lock_status');
+    is($r->{headers}{'x-lock'}, 'REJECTED', '... REJECTED');
+    cmp_ok(time - $t0, '<', 1, '... at once');
+    is(scalar(() = zk_children($zk, '/wt/z')), 0, '... no node made');
+    like(substr($ng->error_log, $off),
+        qr{zk_semaphore "/wt/z" rejected: weight 5 is more than the 4 leases of "/wt-count"},
+        '... logged, naming the count');
+
+    for my $w (3000, 20000) {
+        my $t = time;
+        $r = $ng->get("/wz?key=wz&w=$w");
+        is($r->{status}, 400, "w=$w: 400, more than one multi() may create");
+        cmp_ok(time - $t, '<', 1, '... at once');
+    }
+    $t0 = time;
+    $r = $ng->get('/wz?key=wz&w=1');
+    is($r->{status}, 200, 'w=1 right after: 200');
+    cmp_ok(time - $t0, '<', 1, '... without waiting behind them');
+    unlike(substr($ng->error_log, $off), qr/zookeeper connection lost/,
+        'the worker kept its connection');
+    is(scalar(() = zk_children($zk, '/wt/z')), 0, 'no node left');
 };
 
 subtest 'weight=3: three nodes, one token, none left' => sub {
