@@ -24,7 +24,9 @@
 #     keep; the metrics count the leases given back, and the nodes left to
 #     nginx match the kept gauge; nginx stops promptly, no node left
 #  6. session expiry (through a fault proxy) takes the kept node with it;
-#     the gauge drops to 0; the next request holds a new node (new token)
+#     the gauge drops to 0; the next request holds a new node (new token);
+#     a worker killed with 3 kept leases: the kept gauge of its successor
+#     starts at 0 (issue 25, item 9)
 #  7. reload: the old worker, with one lease idle and one busy under a
 #     running request, finishes that request (200, on a kept lease) and
 #     its nodes vanish once it exits; the new worker serves on new nodes
@@ -446,6 +448,38 @@ subtest 'session expiry drops the kept lease' => sub {
     $ng->stop;
     $px->stop;
     none_left('/k/exp', 5, 'nginx stopped');
+};
+
+###############################################################################
+
+# Issue 25, item 9: the kept gauge of a worker that was killed goes with it
+subtest 'a worker killed with kept leases: the gauge does not stay' => sub {
+    my $ng = nginx_start(conf(loc('/k',
+        'zk_semaphore /k/kill leases=5 keep=30s timeout=5s;'),
+        extra => 'zk_session_timeout 2s;'),
+        zk => $zk, backend => $be, workers => 1);
+    ok(sessions_connected($ng), 'connected');
+    my $res = http_parallel([ map { [ $ng->port, "/k?key=kill&sleep=300" ] }
+        1 .. 3 ], timeout => 20);
+    is(scalar(grep { $_->{status} == 200 } @$res), 3, '3 requests at once');
+    is(lock_stats($ng, '/k/kill')->{kept}, 3, 'metrics: kept 3');
+
+    my ($victim) = $ng->worker_pids;
+    kill 'KILL', $victim or die "kill: $!";
+    ok(wait_for(sub {
+        my @w = $ng->worker_pids;
+        @w == 1 && $w[0] != $victim
+    }, 10), 'the master starts a new worker');
+    $ng->expect_log(
+        qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/);
+    is(lock_stats($ng, '/k/kill')->{kept}, 0,
+        'metrics: kept 0, not the dead worker\'s 3');
+    ok(wait_for(sub { !zk_children($zk, '/k/kill') }, 10),
+        'its nodes go with its session');
+    is($ng->get('/k?key=kill')->{status}, 200, 'a request: 200');
+    is(lock_stats($ng, '/k/kill')->{kept}, 1, 'metrics: kept 1, its own');
+    $ng->stop;
+    none_left('/k/kill', 5, 'nginx stopped');
 };
 
 ###############################################################################
