@@ -723,29 +723,20 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
                                               ctx, r->connection->log);
 
     } else if (ngx_http_zk_lock_handler_keeps(r, spec, hold)) {
-        node = ngx_http_zk_lock_keep_acquire(lmcf->session, &hold->path,
+        return ngx_http_zk_lock_keep_acquire(lmcf->session, &hold->path,
                                              spec->leases, counter,
-                                             spec->keep, spec,
+                                             spec->keep, spec->transient,
+                                             spec,
                                              ngx_http_zk_lock_handler_told,
                                              ctx, r->connection->log);
-
-        if (node && spec->transient) {
-            ngx_http_zk_lock_transient(node, spec->transient);
-        }
-
-        return node;
 
     } else {
         node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
                                         ngx_http_zk_lock_types[spec->type].kind,
                                         spec->leases, hold->weight, counter,
-                                        &info,
+                                        &info, spec->transient,
                                         ngx_http_zk_lock_handler_told, ctx,
                                         r->connection->log);
-
-        if (node && spec->transient) {
-            ngx_http_zk_lock_transient(node, spec->transient);
-        }
 
         if (node && spec->revocable) {
             ngx_http_zk_lock_revocable(node);
@@ -1278,6 +1269,17 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
             ngx_http_zk_lock_metrics_count(hold->spec,
                                            NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
 
+        } else if (error == NGX_HTTP_ZK_LOCK_FOREIGN) {
+            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                          "%s \"%V\" refused: its variable names a node "
+                          "that is no lock's (ephemeral, or with data)",
+                          ngx_http_zk_lock_directive(hold->spec),
+                          &hold->path);
+
+            ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
+            ngx_http_zk_lock_metrics_count(hold->spec,
+                                           NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
+
         } else if (error == NGX_HTTP_ZK_LOCK_REVOKED) {
             ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                           "%s \"%V\" revoked while waiting: node \"%s/%s\"",
@@ -1304,7 +1306,8 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
 
         ngx_http_zk_lock_handler_give_back(ctx);
 
-        ctx->status = llcf->status;
+        ctx->status = (error == NGX_HTTP_ZK_LOCK_FOREIGN)
+                      ? NGX_HTTP_BAD_REQUEST : (ngx_int_t) llcf->status;
     }
 
     ngx_http_zk_lock_handler_resume(ctx);

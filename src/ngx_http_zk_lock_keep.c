@@ -106,6 +106,7 @@ struct ngx_http_zk_lock_pool_s {
     ngx_uint_t                    leases_n;   /* unless the counter says */
     ngx_http_zk_lock_counter_t   *counter;
     ngx_msec_t                    keep;
+    ngx_uint_t                    transient;  /* levels from variables */
     void                         *tag;        /* its owner's, for reports */
 
     ngx_uint_t                    held;       /* BUSY and IDLE */
@@ -133,7 +134,8 @@ typedef struct {
 
 static ngx_http_zk_lock_pool_t *ngx_http_zk_lock_keep_pool(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep);
+    ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
+    ngx_uint_t transient);
 static ngx_int_t ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s,
     ngx_str_t *path, ngx_http_zk_lock_pool_t *pool, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter);
@@ -209,14 +211,16 @@ ngx_http_zk_lock_keep_init(ngx_http_zk_lock_keep_report_pt report)
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
-    void *tag, ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_uint_t transient, void *tag, ngx_http_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log)
 {
     ngx_queue_t               *q;
     ngx_http_zk_lock_pool_t   *pool;
     ngx_http_zk_lock_node_t   *ticket;
     ngx_http_zk_lock_lease_t  *lease;
 
-    pool = ngx_http_zk_lock_keep_pool(s, path, leases, counter, keep);
+    pool = ngx_http_zk_lock_keep_pool(s, path, leases, counter, keep,
+                                      transient);
     if (pool == NULL) {
         return NULL;
     }
@@ -264,7 +268,8 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
 static ngx_http_zk_lock_pool_t *
 ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep)
+    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
+    ngx_uint_t transient)
 {
     ngx_http_zk_lock_t       *lock;
     ngx_http_zk_lock_pool_t  *pool;
@@ -285,6 +290,7 @@ ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     pool->leases_n = leases;
     pool->counter = counter;
     pool->keep = keep;
+    pool->transient = transient;
     pool->free = 1;
 
     /* the lock is made, or found, by the pool's first node */
@@ -327,6 +333,7 @@ ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
     lease->node = ngx_http_zk_lock_acquire(s, path, NGX_HTTP_ZK_LOCK_LEASE,
                                            leases, 1, counter, &info,
+                                           pool->transient,
                                            ngx_http_zk_lock_keep_node_notify,
                                            lease, &s->log);
     if (lease->node == NULL) {

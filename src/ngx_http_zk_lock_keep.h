@@ -30,7 +30,8 @@ typedef void (*ngx_http_zk_lock_keep_report_pt)(void *tag, ngx_int_t idle,
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep, void *tag,
+    ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
+    ngx_uint_t transient, void *tag,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);

@@ -36,6 +36,8 @@ static void ngx_http_zk_lock_path_idle_stat(
 static void ngx_http_zk_lock_path_idle_read(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
+static void ngx_http_zk_lock_path_vet_done(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_path_listed(int rc,
     const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock,
@@ -85,6 +87,7 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->reads = 0;
     lock->transient = 0;
     lock->made = 0;
+    lock->vet = NGX_HTTP_ZK_LOCK_VET_NONE;
     lock->pool = NULL;
     lock->tickets = 0;
     lock->keep = 0;
@@ -484,6 +487,112 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
                       "zookeeper create of a parent of \"%s\" failed (%d: %s)",
                       lock->path, rc, zerror(rc));
     }
+
+    ngx_http_zk_lock_path_gc(lock);
+}
+
+
+/*
+ * A path built from a request: its first variable segment may name a node
+ * that is no lock's, a persistent one with data (a lease count, some
+ * application's configuration) or a holder's ephemeral node.  Before the
+ * worker's first node goes there, that node is read: missing (it will be
+ * made), empty or with the module's mark, it may be a lock's; otherwise
+ * the path is FOREIGN and its participants fail.  NGX_HTTP_ZK_LOCK_VET_OK
+ * for a literal path; VET_SENT while the read is on its way, and the
+ * owner is told once it is answered.
+ */
+
+ngx_http_zk_lock_vet_e
+ngx_http_zk_lock_path_vet(ngx_http_zk_lock_t *lock)
+{
+    int                          rc;
+    u_char                      *p;
+    ngx_uint_t                   i;
+    ngx_http_zk_lock_session_t  *s;
+    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+
+    if (lock->transient == 0) {
+        return NGX_HTTP_ZK_LOCK_VET_OK;
+    }
+
+    if (lock->vet != NGX_HTTP_ZK_LOCK_VET_NONE) {
+        return lock->vet;
+    }
+
+    s = lock->session;
+    p = ngx_cpymem(buf, lock->path, lock->sn.str.len);
+    *p = '\0';
+
+    /* up to the first variable segment */
+
+    for (i = 1; i < lock->transient; i++) {
+        while (p > buf && *--p != '/') { /* void */ }
+        *p = '\0';
+    }
+
+    if (p == buf) {
+        return NGX_HTTP_ZK_LOCK_VET_OK;
+    }
+
+    ngx_http_zk_lock_session_batch(s);
+
+    rc = zoo_aget(s->zh, (char *) buf, 0, ngx_http_zk_lock_path_vet_done,
+                  lock);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_aget(\"%s\") failed (%d: %s)", buf, rc, zerror(rc));
+        return NGX_HTTP_ZK_LOCK_VET_NONE;
+    }
+
+    lock->refs++;
+    lock->vet = NGX_HTTP_ZK_LOCK_VET_SENT;
+
+    return NGX_HTTP_ZK_LOCK_VET_SENT;
+}
+
+
+static void
+ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    lock->refs--;
+
+    if (lock->session->exiting) {
+        return;
+    }
+
+    if (rc == ZNONODE
+        || (rc == ZOK && stat && stat->ephemeralOwner == 0
+            && (value_len <= 0
+                || (value_len == (int) sizeof(NGX_HTTP_ZK_LOCK_MARK) - 1
+                    && ngx_strncmp(value, NGX_HTTP_ZK_LOCK_MARK, value_len)
+                       == 0))))
+    {
+        lock->vet = NGX_HTTP_ZK_LOCK_VET_OK;
+
+    } else if (rc == ZOK) {
+        lock->vet = NGX_HTTP_ZK_LOCK_VET_FOREIGN;
+
+    } else if (ngx_http_zk_lock_session_error(rc)) {
+        /* read again by the next create, once reconnected */
+        lock->vet = NGX_HTTP_ZK_LOCK_VET_NONE;
+
+    } else {
+        /* not to be read (its ACL): the create will tell */
+        lock->vet = NGX_HTTP_ZK_LOCK_VET_OK;
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
+                   "zk lock: \"%s\" vetted rc:%d %d", lock->path, rc,
+                   lock->vet);
+
+    lock->refs++;
+    lock->owner->vetted(lock);
+    lock->refs--;
 
     ngx_http_zk_lock_path_gc(lock);
 }

@@ -43,10 +43,23 @@ typedef void (*ngx_http_zk_lock_listed_pt)(ngx_http_zk_lock_t *lock,
 typedef void (*ngx_http_zk_lock_gone_pt)(ngx_http_zk_lock_t *lock,
     uint32_t seq);
 
+typedef void (*ngx_http_zk_lock_vetted_pt)(ngx_http_zk_lock_t *lock);
+
 typedef struct {
     ngx_http_zk_lock_listed_pt    listed;     /* a listing answered */
     ngx_http_zk_lock_gone_pt      gone;       /* a node to watch was gone */
+    ngx_http_zk_lock_vetted_pt    vetted;     /* see path_vet() */
 } ngx_http_zk_lock_owner_t;
+
+
+/* what is known of the node a path's variable names, see path_vet() */
+
+typedef enum {
+    NGX_HTTP_ZK_LOCK_VET_NONE = 0,
+    NGX_HTTP_ZK_LOCK_VET_SENT,
+    NGX_HTTP_ZK_LOCK_VET_OK,
+    NGX_HTTP_ZK_LOCK_VET_FOREIGN
+} ngx_http_zk_lock_vet_e;
 
 
 /*
@@ -90,6 +103,7 @@ struct ngx_http_zk_lock_s {
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */
     unsigned                      made:1;     /* a node created here */
+    unsigned                      vet:2;      /* ngx_http_zk_lock_vet_e */
     u_char                        path[1];
 };
 
@@ -104,6 +118,7 @@ void ngx_http_zk_lock_path_ask(ngx_http_zk_lock_t *lock);
 void ngx_http_zk_lock_path_relist(ngx_http_zk_lock_t *lock);
 ngx_int_t ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock);
 void ngx_http_zk_lock_path_create_parents(ngx_http_zk_lock_t *lock);
+ngx_http_zk_lock_vet_e ngx_http_zk_lock_path_vet(ngx_http_zk_lock_t *lock);
 void ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock);
 void ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name);
 void ngx_http_zk_lock_path_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq);

@@ -75,7 +75,8 @@ ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_uint_t transient, ngx_http_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log)
 {
     ngx_http_zk_lock_node_t  *node;
 
@@ -84,6 +85,9 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     if (node == NULL) {
         return NULL;
     }
+
+    /* known before the first create: see path_vet() */
+    ngx_http_zk_lock_transient(node, transient);
 
     if (s->connected) {
         ngx_http_zk_lock_recipe_create(node);
@@ -690,6 +694,41 @@ ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
 }
 
 
+/*
+ * The node that a path's variable names has been read (path_vet()): the
+ * participants parked for it are created, or fail
+ */
+
+void
+ngx_http_zk_lock_recipe_vetted(ngx_http_zk_lock_t *lock)
+{
+    ngx_queue_t              *q, *nq;
+    ngx_http_zk_lock_node_t  *node;
+
+    if (lock->vet != NGX_HTTP_ZK_LOCK_VET_OK
+        && lock->vet != NGX_HTTP_ZK_LOCK_VET_FOREIGN)
+    {
+        return;
+    }
+
+    for (q = ngx_queue_head(&lock->nodes);
+         q != ngx_queue_sentinel(&lock->nodes);
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+
+        if (node->state == NGX_HTTP_ZK_LOCK_PARKED
+            && lock->session->connected
+            && (node->gate == NULL
+                || node->gate->state == NGX_HTTP_ZK_LOCK_HELD))
+        {
+            ngx_http_zk_lock_recipe_create(node);
+        }
+    }
+}
+
+
 /* what the session could not do while it was away, it does now */
 
 static ngx_uint_t
@@ -863,6 +902,20 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
 
     lock = node->lock;
     s = lock->session;
+
+    switch (ngx_http_zk_lock_path_vet(lock)) {
+
+    case NGX_HTTP_ZK_LOCK_VET_OK:
+        break;
+
+    case NGX_HTTP_ZK_LOCK_VET_FOREIGN:
+        ngx_http_zk_lock_recipe_node_fail(node, NGX_HTTP_ZK_LOCK_FOREIGN);
+        return;
+
+    default:
+        /* parked until the path is vetted, see recipe_vetted() */
+        return;
+    }
 
     p = ngx_sprintf(buf, "%s/_c_%*s-%s", lock->path,
                     (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid,

@@ -164,6 +164,12 @@ struct ngx_http_zk_lock_node_s {
 #define NGX_HTTP_ZK_LOCK_UNKNOWN  NGX_MAX_INT_T_VALUE
 
 
+/*
+ * the error of a node whose path's variable names a node that is no
+ * lock's (see path_vet())
+ */
+#define NGX_HTTP_ZK_LOCK_FOREIGN  4
+
 /* the error of a trying node that found the lock taken: not ZooKeeper's */
 #define NGX_HTTP_ZK_LOCK_BUSY     1
 
@@ -182,7 +188,8 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
     ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+    ngx_uint_t transient, ngx_http_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log);
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_behind(
     ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
     ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
@@ -218,6 +225,7 @@ void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node);
 void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name);
 void ngx_http_zk_lock_recipe_changed(ngx_http_zk_lock_node_t *node);
+void ngx_http_zk_lock_recipe_vetted(ngx_http_zk_lock_t *lock);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */

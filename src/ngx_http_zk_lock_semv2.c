@@ -36,6 +36,7 @@ ngx_http_zk_lock_semv2_acquire(ngx_http_zk_lock_session_t *s,
     void *data, ngx_log_t *log)
 {
     ngx_str_t                 locks, lease;
+    ngx_uint_t                levels;
     ngx_http_zk_lock_node_t  *mutex, *node;
     u_char                    buf1[NGX_HTTP_ZK_LOCK_SEMV2_LEN];
     u_char                    buf2[NGX_HTTP_ZK_LOCK_SEMV2_LEN];
@@ -49,8 +50,12 @@ ngx_http_zk_lock_semv2_acquire(ngx_http_zk_lock_session_t *s,
 
     /* the mutex's count is its own: one */
 
+    /* the levels of the path, and its own below it */
+
+    levels = transient ? transient + 1 : 0;
+
     mutex = ngx_http_zk_lock_acquire(s, &locks, NGX_HTTP_ZK_LOCK_LEASE, 1, 1,
-                                     NULL, info, notify, data, log);
+                                     NULL, info, levels, notify, data, log);
     if (mutex == NULL) {
         return NULL;
     }
@@ -64,11 +69,7 @@ ngx_http_zk_lock_semv2_acquire(ngx_http_zk_lock_session_t *s,
         return NULL;
     }
 
-    if (transient) {
-        /* the levels of the path, and its own below it */
-        ngx_http_zk_lock_transient(mutex, transient + 1);
-        ngx_http_zk_lock_transient(node, transient + 1);
-    }
+    ngx_http_zk_lock_transient(node, levels);
 
     return node;
 }

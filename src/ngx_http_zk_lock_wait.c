@@ -89,7 +89,8 @@ static void ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_node_t *node);
 
 ngx_http_zk_lock_owner_t  ngx_http_zk_lock_wait_owner = {
     ngx_http_zk_lock_wait_listed,
-    ngx_http_zk_lock_wait_gone
+    ngx_http_zk_lock_wait_gone,
+    ngx_http_zk_lock_recipe_vetted
 };
 
 

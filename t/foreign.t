@@ -4,9 +4,11 @@
 # saw, never after a failed create (issue 25, item 8).
 #
 #  1. zk_mutex /app/$arg_t with a persistent node /app/config holding
-#     data: GET /t?t=config, and /app/config is still there, with its data
+#     data: GET /t?t=config gets 400 with no node made, and /app/config is
+#     still there, with its data; an empty persistent node may be a lock's
+#     parent (200), and stays
 #  2. zk_mutex /p beside zk_mutex /p/$arg_x: a request asks for a path
-#     below a live holder's ephemeral node (its create fails); the
+#     below a live holder's ephemeral node: 400; the
 #     holder's node stays, and the next request on /p waits for the
 #     holder (never two in the backend)
 #  3. a variable path used and left: its containers are deleted, up to the
@@ -58,9 +60,13 @@ ok(sessions_connected($ng), 'connected');
 
 subtest 'a persistent node named by a variable is not deleted' => sub {
     zk_create($zk, '/app/config', data => 'keep me', makepath => 1);
+    $be->reset;
     my $r = $ng->get('/t?t=config&key=cfg');
-    is($r->{status}, 200, 'GET /t?t=config: 200');
-    sleep 1;    # the clean-up after the request has had its round trips
+    is($r->{status}, 400, 'GET /t?t=config: 400, no lock under it');
+    is($be->stats('cfg')->{count}, 0, '... the backend never saw it');
+    like($ng->error_log, qr{zk_mutex "/app/config" refused: its variable names a node that is no lock's},
+        '... logged, naming the path');
+    sleep 1;    # a clean-up would have had its round trips
     my $d = zk_get($zk, '/app/config');
     ok($d, '/app/config is still there');
     is($d && $d->{data}, 'keep me', '... with its data');
@@ -82,8 +88,7 @@ subtest 'below a holder\'s node: the holder keeps it' => sub {
     ok($name, "its node: $name");
 
     my $r = $ng->get("/sub?x=$name&key=sub");
-    isnt($r->{status}, 200, "a lock below the holder's node fails: "
-        . $r->{status});
+    is($r->{status}, 400, "a lock below the holder's node: 400");
     sleep 0.5;
     ok((grep { $_ eq $name } zk_children($zk, '/p')),
         "the holder's node is still there");
