@@ -81,8 +81,8 @@ static void ngx_http_zk_lock_handler_rewait(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_msec_t left);
 static void ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold);
-static void ngx_http_zk_lock_handler_recall_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_handler_localize_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_handler_session_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_handler_localize(void);
 static void ngx_http_zk_lock_handler_bypassed(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx);
@@ -97,8 +97,7 @@ static ngx_queue_t  ngx_http_zk_lock_waiters =
     { &ngx_http_zk_lock_waiters, &ngx_http_zk_lock_waiters };
 
 /* posted when the worker's session is usable again, or gone */
-static ngx_event_t  ngx_http_zk_lock_handler_recall;
-static ngx_event_t  ngx_http_zk_lock_handler_localize;
+static ngx_event_t  ngx_http_zk_lock_handler_event;
 
 
 ngx_int_t
@@ -1465,29 +1464,34 @@ ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
 
 
 /*
- * The session is usable again: the requests that wait for a local lease
- * in this worker queue in ZooKeeper instead, and no local lease is given
- * any more.  From an event, not from inside the session's completions.
+ * The worker's session is usable again (connected, heard from): no local
+ * lease is given any more, and the requests that wait for one in this
+ * worker queue in ZooKeeper instead.  Or it may have expired unheard of
+ * (jeopardy): the requests that wait in ZooKeeper's queue where
+ * zk_lock_fail local=<n> applies take a local lease instead, for the rest
+ * of their timeout, as those that come now do.  From an event, not from
+ * inside the session's completions.
  */
 
 void
-ngx_http_zk_lock_handler_usable(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_handler_session(ngx_http_zk_lock_session_t *s)
 {
-    ngx_http_zk_lock_handler_recall.handler =
-                                        ngx_http_zk_lock_handler_recall_handler;
-    ngx_http_zk_lock_handler_recall.data = s;
-    ngx_http_zk_lock_handler_recall.log = &s->log;
+    ngx_event_t  *ev;
 
-    if (ngx_http_zk_lock_session_usable(s)
-        && !ngx_http_zk_lock_handler_recall.posted)
-    {
-        ngx_post_event(&ngx_http_zk_lock_handler_recall, &ngx_posted_events);
+    ev = &ngx_http_zk_lock_handler_event;
+
+    ev->handler = ngx_http_zk_lock_handler_session_handler;
+    ev->data = s;
+    ev->log = &s->log;
+
+    if (!ev->posted) {
+        ngx_post_event(ev, &ngx_posted_events);
     }
 }
 
 
 static void
-ngx_http_zk_lock_handler_recall_handler(ngx_event_t *ev)
+ngx_http_zk_lock_handler_session_handler(ngx_event_t *ev)
 {
     ngx_http_zk_lock_session_t  *s;
 
@@ -1495,49 +1499,21 @@ ngx_http_zk_lock_handler_recall_handler(ngx_event_t *ev)
 
     if (ngx_http_zk_lock_session_usable(s)) {
         ngx_http_zk_lock_local_recall();
-    }
-}
 
-
-/*
- * The session may have expired unheard of (jeopardy): the requests that
- * wait in ZooKeeper's queue where zk_lock_fail local=<n> applies take a
- * local lease instead, for the rest of their timeout, as those that come
- * now do
- */
-
-void
-ngx_http_zk_lock_handler_gone(ngx_http_zk_lock_session_t *s)
-{
-    ngx_http_zk_lock_handler_localize.handler =
-                                    ngx_http_zk_lock_handler_localize_handler;
-    ngx_http_zk_lock_handler_localize.data = s;
-    ngx_http_zk_lock_handler_localize.log = &s->log;
-
-    if (ngx_http_zk_lock_session_gone(s)
-        && !ngx_http_zk_lock_handler_localize.posted)
-    {
-        ngx_post_event(&ngx_http_zk_lock_handler_localize,
-                       &ngx_posted_events);
+    } else if (ngx_http_zk_lock_session_gone(s)) {
+        ngx_http_zk_lock_handler_localize();
     }
 }
 
 
 static void
-ngx_http_zk_lock_handler_localize_handler(ngx_event_t *ev)
+ngx_http_zk_lock_handler_localize(void)
 {
     ngx_queue_t                   moving, *q;
     ngx_msec_t                    waited;
     ngx_http_zk_lock_ctx_t       *ctx;
     ngx_http_zk_lock_hold_t      *hold;
     ngx_http_zk_lock_loc_conf_t  *llcf;
-    ngx_http_zk_lock_session_t   *s;
-
-    s = ev->data;
-
-    if (!ngx_http_zk_lock_session_gone(s)) {
-        return;
-    }
 
     /* to_local() may put a request back: the list is taken first */
 

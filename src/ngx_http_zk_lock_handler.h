@@ -70,8 +70,7 @@ typedef struct {
 
 
 ngx_int_t ngx_http_zk_lock_handler(ngx_http_request_t *r);
-void ngx_http_zk_lock_handler_usable(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_handler_gone(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_handler_session(ngx_http_zk_lock_session_t *s);
 ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_find_ctx(
     ngx_http_request_t *r, ngx_uint_t *found);
 

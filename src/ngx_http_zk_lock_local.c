@@ -554,6 +554,12 @@ ngx_http_zk_lock_local_leave(ngx_http_zk_lock_local_t *l)
 {
     ngx_http_zk_lock_local_entry_t  *e;
 
+    if (l->telling) {
+        /* on a list of those to be told: not to be told once gone */
+        ngx_queue_remove(&l->queue);
+        l->telling = 0;
+    }
+
     if (!l->held && !l->waiting) {
         return;
     }
@@ -762,6 +768,7 @@ ngx_http_zk_lock_local_poll(ngx_event_t *ev)
         if (ngx_http_zk_lock_local_grant(l)) {
             ngx_queue_remove(q);
             ngx_queue_insert_tail(&granted, q);
+            l->telling = 1;
             l->waiting = 0;
         }
 
@@ -798,6 +805,7 @@ ngx_http_zk_lock_local_recall(void)
 
         ngx_http_zk_lock_local_leave(l);
         ngx_queue_insert_tail(&recalled, &l->queue);
+        l->telling = 1;
     }
 
     ngx_http_zk_lock_local_tell(&recalled);
@@ -812,11 +820,17 @@ ngx_http_zk_lock_local_tell(ngx_queue_t *told)
     ngx_queue_t               *q;
     ngx_http_zk_lock_local_t  *l;
 
+    /*
+     * Telling one may end other requests (those of its connection that
+     * were posted): one that ends leaves the list, see local_leave()
+     */
+
     while (!ngx_queue_empty(told)) {
         q = ngx_queue_head(told);
         ngx_queue_remove(q);
 
         l = ngx_queue_data(q, ngx_http_zk_lock_local_t, queue);
+        l->telling = 0;
         l->handler(l);
     }
 }

@@ -43,6 +43,7 @@ struct ngx_http_zk_lock_local_s {
     ngx_uint_t                    lease;      /* held: its place */
     unsigned                      waiting:1;
     unsigned                      held:1;
+    unsigned                      telling:1;  /* to be told, see tell() */
 
     /* told once it holds, if it had to wait, or recalled (held 0) */
     ngx_http_zk_lock_local_pt     handler;

@@ -959,7 +959,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     s->state_handler = ngx_http_zk_lock_metrics_session;
     s->connect_handler = ngx_http_zk_lock_connected;
-    s->heard_handler = ngx_http_zk_lock_handler_usable;
+    s->heard_handler = ngx_http_zk_lock_handler_session;
     s->expire_handler = ngx_http_zk_lock_recipe_expired;
     s->jeopardy_handler = ngx_http_zk_lock_jeopardy;
     s->close_handler = ngx_http_zk_lock_recipe_free;
@@ -998,7 +998,7 @@ static void
 ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s)
 {
     ngx_http_zk_lock_recipe_connected(s);
-    ngx_http_zk_lock_handler_usable(s);
+    ngx_http_zk_lock_handler_session(s);
 }
 
 
@@ -1008,7 +1008,7 @@ static void
 ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s)
 {
     ngx_http_zk_lock_recipe_jeopardy(s);
-    ngx_http_zk_lock_handler_gone(s);
+    ngx_http_zk_lock_handler_session(s);
 }
 
 
