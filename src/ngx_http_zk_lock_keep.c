@@ -75,6 +75,12 @@
 /* a lease idle for less than this is between a client's requests, ms */
 #define NGX_HTTP_ZK_LOCK_KEEP_GRACE   10
 
+/*
+ * A lease over the worker's share serves its requests for this long before
+ * it goes back, ms: writes on a path stay below 2 x leases a quantum
+ */
+#define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  200
+
 /* leases marked in one listing for the waiters that watch them */
 #define NGX_HTTP_ZK_LOCK_KEEP_DOOMED  16
 
@@ -95,6 +101,7 @@ typedef struct {
     ngx_uint_t                    doomed;     /* a waiter watches it */
     ngx_event_t                   timer;      /* IDLE: keep, or the grace */
     ngx_msec_t                    since;      /* IDLE since */
+    ngx_msec_t                    held_at;    /* its node came to hold */
 } ngx_http_zk_lock_lease_t;
 
 
@@ -476,46 +483,72 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
 
 
 /*
- * A lease is free: its node has come to hold, or its request ended; the
- * request that waits longest gets it, unless the worker has more than its
- * share.  A node that comes to hold for a worker over its share goes back
- * at once, rather than after a request: the queue moves by one node of
- * each such worker (which queues again behind) until it reaches those
- * who are owed a lease, a round trip a step.
+ * A lease is free: its node has come to hold, or its request ended.  The
+ * request that waits longest in the worker gets it, and a node that comes
+ * to hold always serves the request it was queued for: handing it back
+ * before that would only queue it again, a create and a delete per round
+ * trip and nobody served (when leases are fewer than the participants
+ * that want them, every share is below one lease).  Over its share, or
+ * watched by a waiter that holds nothing (a Curator client waits for that
+ * node alone), the worker gives a lease back instead, at the end of a
+ * request once the lease has served for a quantum, or at once if no
+ * request of the worker wants it: a lease changes hands at
+ * most once a quantum while the worker's demand lasts, which bounds the
+ * writes on the path whatever the request rate, and the shares even out
+ * over a few quanta as the queue is first come first served.  An exiting
+ * worker serves the requests it still has, and gives back what they do
+ * not need.
  */
 
 static void
 ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
 {
+    ngx_uint_t                fresh, wanted, exiting, keep;
     ngx_queue_t              *q;
     ngx_http_zk_lock_pool_t  *pool;
     ngx_http_zk_lock_node_t  *ticket;
 
     pool = lease->pool;
 
-    if (ngx_exiting || ngx_terminate || ngx_quit) {
-        /* the workers that replace this one need the lease */
-        ngx_http_zk_lock_keep_give_back(lease, 0);
-        return;
+    fresh = (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED);
+
+    if (fresh) {
+        lease->held_at = ngx_current_msec;
     }
 
-    if (lease->doomed
-        || (pool->others
-            && (pool->held > pool->ceil
-                || (pool->owed && pool->held > pool->floor))))
+    wanted = !ngx_queue_empty(&pool->tickets)
+             && lease->node->state == NGX_HTTP_ZK_LOCK_HELD;
+
+    exiting = ngx_exiting || ngx_terminate || ngx_quit;
+
+    if (exiting) {
+        /* the workers that replace this one need what it does not */
+        keep = wanted;
+
+    } else if (lease->doomed
+               || (pool->others
+                   && (pool->held > pool->ceil
+                       || (pool->owed && pool->held > pool->floor))))
     {
+        keep = wanted
+               && (fresh || ngx_current_msec - lease->held_at
+                            < NGX_HTTP_ZK_LOCK_KEEP_QUANTUM);
+
+    } else {
+        keep = 1;
+    }
+
+    if (!keep) {
         ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &pool->lock->session->log, 0,
                        "zk lock: \"%s\" gives a lease back: holds %ui, "
                        "its share %ui-%ui", pool->lock->path, pool->held,
                        pool->floor, pool->ceil);
 
-        ngx_http_zk_lock_keep_give_back(lease, 1);
+        ngx_http_zk_lock_keep_give_back(lease, !exiting);
         return;
     }
 
-    if (!ngx_queue_empty(&pool->tickets)
-        && lease->node->state == NGX_HTTP_ZK_LOCK_HELD)
-    {
+    if (wanted) {
         q = ngx_queue_head(&pool->tickets);
         ngx_queue_remove(q);
         pool->lock->tickets--;

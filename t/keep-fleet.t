@@ -1,0 +1,140 @@
+#!/usr/bin/perl
+# Kept leases where workers outnumber leases (issue 26, item 1): 3 nginx x
+# 2 workers (6 sessions) on zk_semaphore leases=2 keep=1s, clients on
+# fresh connections.  Every share is below one lease; a worker used to
+# hand a lease back the moment its node came to hold, before any request
+# ran on it, and queue again: a livelock (2 requests served in 6 s at 24
+# sessions on 8 leases, 3 600 ZooKeeper writes a request).
+#
+#  1. the same load with and without keep=: with keep, at least half as
+#     many requests served as without, every one 200, the backend never
+#     above 2, and fewer ZooKeeper writes a request than without
+#  2. every instance is served (nobody starves)
+#  3. a reload while a request waits in the worker it replaces: that
+#     worker serves it once the lease frees (issue 26, item 6)
+#  4. no node left once nginx stopped
+#  no [alert]/[crit]/[emerg] line, no crashed worker
+
+use strict;
+use warnings;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use lib 't/lib';
+use ZkLock::Test;
+
+require_prereqs(qw(nginx zookeeper kazoo module));
+
+my $zk = zk_start();
+my $be = backend_start();
+
+my $conf = <<'EOF';
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        add_header X-Lock $zk_lock_status always;
+        location /keep {
+            zk_semaphore /kf/keep leases=2 keep=1s timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /plain {
+            zk_semaphore /kf/plain leases=2 timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+
+my @fleet = map { nginx_start($conf, zk => $zk, backend => $be,
+    workers => 2) } 1 .. 3;
+ok(sessions_connected(@fleet), '3 nginx x 2 workers connected');
+
+sub zxid {
+    my ($z) = (zk_4lw($zk->port, 'srvr') // '') =~ /Zxid: 0x([0-9a-f]+)/;
+    return defined $z ? hex $z : 0;
+}
+
+# rounds of 12 requests at once, each on a fresh connection, for $secs
+sub load {
+    my ($loc, $secs) = @_;
+    my (%per, $n, $bad);
+    my $z0 = zxid();
+    my $t0 = time;
+    my $i = 0;
+    while (time - $t0 < $secs) {
+        my $res = http_parallel([ map {
+            my $ng = $fleet[$_ % 3];
+            [ $ng->port, "/$loc?key=$loc&sleep=20&id=" . $i++ ]
+        } 1 .. 12 ], timeout => 25);
+        for my $k (0 .. $#$res) {
+            if ($res->[$k]{status} == 200) {
+                $n++;
+                $per{ ($k + 1) % 3 }++;
+            } else {
+                $bad++;
+            }
+        }
+    }
+    my $writes = zxid() - $z0;
+    return { n => $n // 0, bad => $bad // 0, per => \%per,
+        writes => $writes, secs => time - $t0 };
+}
+
+my $plain = load('plain', 4);
+my $keep  = load('keep', 4);
+note sprintf 'without keep: %d served, %.2f writes a request; '
+    . 'with keep: %d served, %.2f writes a request',
+    $plain->{n}, $plain->{writes} / ($plain->{n} || 1),
+    $keep->{n}, $keep->{writes} / ($keep->{n} || 1);
+
+is($keep->{bad}, 0, 'with keep: every request 200');
+cmp_ok($keep->{n}, '>=', 0.5 * $plain->{n},
+    "with keep: at least half as many served as without ($keep->{n} vs "
+    . "$plain->{n})");
+cmp_ok($keep->{writes} / ($keep->{n} || 1), '<',
+    $plain->{writes} / ($plain->{n} || 1),
+    'with keep: fewer ZooKeeper writes a request than without');
+is($be->stats('keep')->{max}, 2, 'the backend never had more than 2');
+is(scalar(grep { ($keep->{per}{$_} // 0) > 0 } 0 .. 2), 3,
+    'every instance was served')
+    or diag explain $keep->{per};
+
+$_->stop for @fleet;
+
+# Issue 26, item 6: a request that waits in a worker that a reload
+# replaces is served by that worker once a lease frees, not given back
+# and queued again until its timeout
+subtest 'a reload: the old worker serves its waiting request' => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1);
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        add_header X-Lock $zk_lock_status always;
+        location /one {
+            zk_semaphore /kf/one leases=1 keep=1s timeout=10s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(sessions_connected($ng), 'connected');
+    $be->reset;
+    my $bg = http_parallel_bg([
+        [ $ng->port, '/one?key=one&sleep=1500&id=1' ],
+        [ $ng->port, '/one?key=one&sleep=100&id=2' ],
+    ], timeout => 20, stagger => 0.3);
+    ok(wait_for(sub { $be->stats('one')->{inflight} == 1
+                      && zk_children($zk, '/kf/one') == 2 }, 5),
+        'one holds, one waits in the worker (a node queued for it)');
+    my $z0 = zxid();
+    ok($ng->reload, 'reload');
+    my $res = http_parallel_collect($bg, 20);
+    is($res->[0]{status}, 200, 'the holder: 200');
+    is($res->[1]{status}, 200, 'the waiter: 200');
+    cmp_ok($res->[1]{time}, '<', 5, sprintf('... once the lease freed '
+        . '(%.1f s), not at its timeout', $res->[1]{time}));
+    cmp_ok(zxid() - $z0, '<', 40, 'no create and delete loop meanwhile');
+    is($be->stats('one')->{max}, 1, 'never two at the backend');
+    $ng->stop;
+};
+
+ok(wait_for(sub { !zk_ephemerals($zk, '/kf') }, 10), 'no node left');
+
+done_testing();
