@@ -99,6 +99,7 @@ typedef struct {
     ngx_http_zk_lock_node_t      *ticket;     /* BUSY: its request's */
     ngx_http_zk_lock_keep_e       state;
     ngx_uint_t                    doomed;     /* a waiter watches it */
+    ngx_uint_t                    excess;     /* beyond a lowered count */
     ngx_event_t                   timer;      /* IDLE: keep, or the grace */
     ngx_msec_t                    since;      /* IDLE since */
     ngx_msec_t                    held_at;    /* its node came to hold */
@@ -187,6 +188,8 @@ static ngx_uint_t ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
 static void ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
     ngx_http_zk_lock_part_t *parts, ngx_uint_t np);
+static void ngx_http_zk_lock_keep_excess(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 static size_t ngx_http_zk_lock_keep_prefix(ngx_http_zk_lock_child_t *child);
 static int ngx_libc_cdecl ngx_http_zk_lock_keep_part_cmp(const void *one,
     const void *two);
@@ -521,7 +524,11 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
 
     exiting = ngx_exiting || ngx_terminate || ngx_quit;
 
-    if (exiting) {
+    if (lease->excess) {
+        /* the count was lowered below its place: Curator's overshoot */
+        keep = 0;
+
+    } else if (exiting) {
         /* the workers that replace this one need what it does not */
         keep = wanted;
 
@@ -643,13 +650,22 @@ ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
 
     limit = ngx_min(pool->keep, NGX_HTTP_ZK_LOCK_KEEP_GRACE);
 
-    if (!pool->others) {
+    /*
+     * a path built from a request is kept only while it is in use: one
+     * used once would pin its node, its containers, a watch and the pool
+     * for "keep", per value
+     */
+
+    if (!pool->others
+        && !(pool->transient && pool->held == pool->idle
+             && pool->lock->tickets == 0))
+    {
         limit = pool->keep;
     }
 
     idle = ngx_current_msec - lease->since;
 
-    if (idle >= limit || lease->doomed) {
+    if (idle >= limit || lease->doomed || lease->excess) {
         ngx_http_zk_lock_keep_give_back(lease, pool->others);
         return;
     }
@@ -1008,7 +1024,10 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
 
     ngx_free(parts);
 
+    ngx_http_zk_lock_keep_excess(pool, children, n, leases);
+
     if (!pool->others) {
+        ngx_http_zk_lock_keep_gc(pool);
         return;
     }
 
@@ -1368,6 +1387,53 @@ ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
                 found++;
                 break;
             }
+        }
+    }
+}
+
+
+/*
+ * A count lowered below a lease's place: the lease is no longer one of
+ * the first "leases" children, and is never granted again; an idle one
+ * goes back now, a busy one when its request ends (the overshoot lasts as
+ * long as the requests already running, as with Curator)
+ */
+
+static void
+ngx_http_zk_lock_keep_excess(ngx_http_zk_lock_pool_t *pool,
+    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases)
+{
+    ngx_uint_t                 i;
+    ngx_queue_t               *q, *nq;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    if (pool->held == 0) {
+        return;
+    }
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
+            continue;
+        }
+
+        for (i = leases; i < n; i++) {
+            if (children[i].seq == lease->node->seq
+                && ngx_http_zk_lock_session_ours(pool->lock->session,
+                                                 children[i].name))
+            {
+                lease->excess = 1;
+                break;
+            }
+        }
+
+        if (lease->excess && lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+            ngx_http_zk_lock_keep_give_back(lease, 0);
         }
     }
 }

@@ -12,17 +12,24 @@
 #  2. every instance is served (nobody starves)
 #  3. a reload while a request waits in the worker it replaces: that
 #     worker serves it once the lease frees (issue 26, item 6)
-#  4. no node left once nginx stopped
+#  4. a count lowered from 4 to 1 under load (wrk, 8 connections): the
+#     requests that start 1.2 s later run one at a time (issue 26, item 3)
+#  5. keep=30s on a path built from a variable: 40 values leave no lease
+#     kept once idle (issue 26, item 4)
+#  6. no node left once nginx stopped
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
 use strict;
 use warnings;
 use Test::More;
 use Time::HiRes qw(time sleep);
+use POSIX ();
 use lib 't/lib';
 use ZkLock::Test;
 
 require_prereqs(qw(nginx zookeeper kazoo module));
+ZkLock::Test::_find_in_path('wrk')
+    or BAIL_OUT('wrk is missing: run t/lib/install-deps.sh');
 
 my $zk = zk_start();
 my $be = backend_start();
@@ -132,6 +139,70 @@ EOF
         . '(%.1f s), not at its timeout', $res->[1]{time}));
     cmp_ok(zxid() - $z0, '<', 40, 'no create and delete loop meanwhile');
     is($be->stats('one')->{max}, 1, 'never two at the backend');
+    $ng->stop;
+};
+
+# Issue 26, item 3: a count lowered under load applies at the next
+# listing: the kept leases beyond it are never granted again
+subtest 'a lowered count applies to kept leases' => sub {
+    zk_set($zk, '/kf-count', '4');
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1);
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /kz {
+            zk_semaphore /kf/kz leases=zk:/kf-count leases_default=4
+                         keep=2s timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(sessions_connected($ng), 'connected');
+    ok(wait_for(sub { $ng->error_log =~ /lease count "\/kf-count" is now 4/ },
+        10), 'the count of 4 read');
+    $be->reset;
+
+    # wrk keeps 8 connections busy: the kept leases never idle long
+    my $wrk = sub {
+        my ($key, $secs) = @_;
+        return spawn(cmd => [ 'wrk', '-t1', '-c8', "-d${secs}s",
+            'http://127.0.0.1:' . $ng->port . "/kz?key=$key&sleep=50" ]);
+    };
+    my $before = $wrk->('kz-before', 3);
+    sleep 1.2;
+    zk_set($zk, '/kf-count', '1');
+    sleep 1.2;
+    my $after = $wrk->('kz-after', 2);
+    proc_wait($before, 10);
+    proc_wait($after, 10);
+    is($be->stats('kz-before')->{max}, 4, 'before: 4 at a time');
+    is($be->stats('kz-after')->{max}, 1,
+        'started 1.2 s after the count went to 1: 1 at a time');
+    cmp_ok($be->stats('kz-after')->{count}, '>', 5, '... and served');
+    $ng->stop;
+};
+
+# Issue 26, item 4: keep= on a path built from a variable keeps a lease
+# only while the path is in use
+subtest 'keep= on a variable path: no lease pinned per value' => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1);
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /kv {
+            zk_semaphore /kf/v/$arg_t leases=2 keep=30s timeout=5s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(sessions_connected($ng), 'connected');
+    my $res = http_parallel([ map { [ $ng->port, "/kv?t=v$_&key=kv" ] }
+        1 .. 40 ], timeout => 20);
+    is(scalar(grep { $_->{status} == 200 } @$res), 40, '40 values: 200');
+    ok(wait_for(sub { !zk_ephemerals($zk, '/kf/v') }, 3),
+        'no lease kept for 30 s per value: none left within 3 s');
+    my $r = $ng->get('/kv?t=hot&key=kv');
+    is($r->{status}, 200, 'a value in use: 200');
     $ng->stop;
 };
 
