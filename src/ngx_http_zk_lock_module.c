@@ -65,6 +65,14 @@ typedef struct {
 } ngx_http_zk_lock_literal_t;
 
 
+static char *ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf,
+    void *post, void *data);
+
+static ngx_conf_post_t  ngx_http_zk_lock_session_timeout_post = {
+    ngx_http_zk_lock_session_timeout_check
+};
+
+
 static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
     ngx_conf_check_num_bounds, 400, 599
 };
@@ -119,7 +127,7 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       ngx_conf_set_msec_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_zk_lock_main_conf_t, session_timeout),
-      NULL },
+      &ngx_http_zk_lock_session_timeout_post },
 
     { ngx_string("zk_auth"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
@@ -989,6 +997,27 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * A session timeout is the time the server gives a silent worker; it
+ * cannot be shorter than two of the server's ticks, and the worker's
+ * probes and reconnections are paced by fractions of it
+ */
+
+static char *
+ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf, void *post,
+    void *data)
+{
+    ngx_msec_t  *tp = data;
+
+    if (*tp < NGX_HTTP_ZK_LOCK_MIN_SESSION_TIMEOUT) {
+        return "must be at least 1s (a ZooKeeper server allows no less "
+               "than two of its ticks)";
+    }
+
+    return NGX_CONF_OK;
 }
 
 

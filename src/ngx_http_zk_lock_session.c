@@ -632,7 +632,12 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
 
     timer = (ngx_msec_t) tv.tv_sec * 1000 + tv.tv_usec / 1000;
 
-    ngx_add_timer(&s->timer, timer);
+    /*
+     * a timer armed at 0 from a timer's handler expires again in the same
+     * pass of ngx_event_expire_timers(): the worker would never leave it
+     */
+
+    ngx_add_timer(&s->timer, ngx_max(timer, 1));
 }
 
 
@@ -661,7 +666,10 @@ ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
 
     n = ngx_min(s->attempts - s->nhosts, 8);
 
+    /* never below the floor, whatever the timeout: no timer re-armed at 0 */
+
     max = ngx_min((ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MAX, s->timeout / 3);
+    max = ngx_max(max, (ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN);
     d = ngx_min((ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN << n, max);
 
     /* randomised, so that a fleet does not reconnect in step */
@@ -1128,7 +1136,7 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
         next = limit - silent;
     }
 
-    ngx_add_timer(ev, next);
+    ngx_add_timer(ev, ngx_max(next, 1));
 }
 
 

@@ -33,6 +33,9 @@ typedef void (*ngx_http_zk_lock_watch_pt)(ngx_http_zk_lock_session_t *s,
 
 #define NGX_HTTP_ZK_LOCK_UUID_LEN  36
 
+/* the shortest zk_session_timeout, ms */
+#define NGX_HTTP_ZK_LOCK_MIN_SESSION_TIMEOUT  1000
+
 /* "_c_" and the UUID's first three groups, drawn from the worker's key */
 #define NGX_HTTP_ZK_LOCK_OURS_LEN  (3 + 18)
 

@@ -153,6 +153,14 @@ my @bad = (
       "zk_hosts $NO_ZK;\n"
           . server_with('zk_semaphore /s leases=2 timeout=5x;'),
       qr/invalid timeout "timeout=5x"/ ],
+    [ 'zk_session_timeout 0',
+      "zk_hosts $NO_ZK;\nzk_session_timeout 0;\n"
+        . server_with('zk_mutex /a;'),
+      qr/"zk_session_timeout" directive must be at least 1s/ ],
+    [ 'zk_session_timeout below 1s',
+      "zk_hosts $NO_ZK;\nzk_session_timeout 500ms;\n"
+        . server_with('zk_mutex /a;'),
+      qr/"zk_session_timeout" directive must be at least 1s \(a ZooKeeper server allows no less than two of its ticks\)/ ],
     [ 'bad zk_session_timeout',
       "zk_hosts $NO_ZK;\nzk_session_timeout abc;\n"
           . server_with('zk_mutex /a;'),
