@@ -46,6 +46,8 @@ static char *ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry,
+    u_char *scheme, u_char *id);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static void ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s);
@@ -289,12 +291,30 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_http_zk_lock_main_conf_t *lmcf = conf;
 
-    ngx_uint_t                  i;
-    ngx_http_zk_lock_metric_t  *metric;
+    ngx_uint_t                   i;
+    ngx_http_zk_lock_metric_t   *metric;
+    ngx_http_zk_lock_literal_t  *lit;
 
     ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
     ngx_conf_init_size_value(lmcf->max_path, 1024);
+
+    /* a literal path is known now: it would fail every request */
+
+    if (lmcf->literals) {
+        lit = lmcf->literals->elts;
+
+        for (i = 0; i < lmcf->literals->nelts; i++) {
+            if (lit[i].name.len > lmcf->max_path) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "lock path \"%V\" in %V:%ui is longer "
+                                   "than zk_lock_max_path (%uz bytes)",
+                                   &lit[i].name, &lit[i].file, lit[i].line,
+                                   lmcf->max_path);
+                return NGX_CONF_ERROR;
+            }
+        }
+    }
 
     /* "/zookeeper" is the server's own, unless below a chroot */
 
@@ -466,6 +486,14 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (p) {
         lmcf->chroot.data = p;
         lmcf->chroot.len = last - p;
+
+        if (ngx_strlchr(p, last, ',')) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "a chroot follows the last host only, in "
+                               "\"%V\" (host:port,host:port/chroot)",
+                               &value[1]);
+            return NGX_CONF_ERROR;
+        }
 
         /* the chroot follows the rules of lock paths */
 
@@ -1021,6 +1049,66 @@ ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf, void *post,
 }
 
 
+/*
+ * An id as its scheme wants it: the server refuses any other, and every
+ * create would fail ("invalid acl"), each request with it
+ */
+
+static char *
+ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry, u_char *scheme,
+    u_char *id)
+{
+    u_char         *hash;
+    ngx_str_t       text;
+    ngx_cidr_t      cidr;
+    const char     *err;
+
+    err = NULL;
+
+    if (ngx_strcmp(scheme, "world") == 0) {
+        if (ngx_strcmp(id, "anyone") != 0) {
+            err = "the id of \"world\" is \"anyone\"";
+        }
+
+    } else if (ngx_strcmp(scheme, "digest") == 0) {
+
+        /* user:base64(sha1(user:password)), as zkCli.sh's setAcl takes */
+
+        hash = (u_char *) ngx_strchr(id, ':');
+
+        if (hash == NULL || hash == id || ngx_strlen(hash + 1) != 28) {
+            err = "the id of \"digest\" is \"user:hash\", the hash being "
+                  "the base64 of the SHA-1 of \"user:password\" "
+                  "(28 characters)";
+        }
+
+    } else if (ngx_strcmp(scheme, "ip") == 0) {
+        text.data = id;
+        text.len = ngx_strlen(id);
+
+        if (ngx_ptocidr(&text, &cidr) == NGX_ERROR) {
+            err = "the id of \"ip\" is an address or a network "
+                  "(\"10.0.0.0/8\")";
+        }
+
+    } else if (ngx_strcmp(scheme, "auth") != 0
+               && ngx_strcmp(scheme, "x509") != 0
+               && ngx_strcmp(scheme, "sasl") != 0)
+    {
+        err = "unknown scheme, not one of \"world\", \"auth\", "
+              "\"digest\", \"ip\", \"x509\", \"sasl\"";
+    }
+
+    if (err) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid zk_acl entry \"%V\": %s", entry, err);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* the recipes take up their work, and local leases end */
 
 static void
@@ -1169,7 +1257,7 @@ ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     u_char      *p, *colon, *last;
     int32_t      perms;
-    ngx_str_t   *value;
+    ngx_str_t   *value, entry;
     ngx_uint_t   i;
     struct ACL  *acl;
 
@@ -1224,16 +1312,22 @@ ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             goto invalid;
         }
 
-        if (colon - value[i].data == 5
-            && ngx_strncmp(value[i].data, "world", 5) == 0
-            && (last - 1 - (colon + 1) != 6
-                || ngx_strncmp(colon + 1, "anyone", 6) != 0))
-        {
-            goto invalid;
+        /* as written, for a message: the scheme and the id are cut out */
+
+        entry.len = value[i].len;
+        entry.data = ngx_pstrdup(cf->pool, &value[i]);
+        if (entry.data == NULL) {
+            return NGX_CONF_ERROR;
         }
 
         *colon = '\0';
         last[-1] = '\0';
+
+        if (ngx_http_zk_lock_acl_id(cf, &entry, value[i].data, colon + 1)
+            != NGX_CONF_OK)
+        {
+            return NGX_CONF_ERROR;
+        }
 
         acl->perms = perms;
         acl->id.scheme = (char *) value[i].data;

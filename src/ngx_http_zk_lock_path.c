@@ -11,6 +11,10 @@
 #include "ngx_http_zk_lock_path.h"
 
 
+/* the chroot's missing parent is logged at most this often, ms */
+#define NGX_HTTP_ZK_LOCK_CHROOT_LOG  10000
+
+
 /* what ngx_http_zk_lock_path_utf8() returns for what is not UTF-8 */
 #define NGX_HTTP_ZK_LOCK_BAD_UTF8  0xffffffff
 
@@ -42,6 +46,8 @@ static void ngx_http_zk_lock_path_listed(int rc,
     const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock,
     u_char *path, int mode);
+static void ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
+    const void *data);
 static void ngx_http_zk_lock_path_parent_done(int rc, const char *value,
     const void *data);
 static uint32_t ngx_http_zk_lock_path_utf8(u_char **pp, u_char *last);
@@ -460,8 +466,9 @@ ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
                          ngx_http_zk_lock_path_parent_done, lock);
 
     } else {
+        /* the chroot */
         rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
-                         ngx_http_zk_lock_path_parent_done, lock);
+                         ngx_http_zk_lock_path_chroot_done, lock);
     }
 
     if (rc != ZOK) {
@@ -482,13 +489,66 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
 
     lock->refs--;
 
-    if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting) {
+    /* a chroot that cannot be made has said so, see chroot_done() */
+
+    if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting
+        && !(rc == ZNONODE && lock->session->chroot.len))
+    {
         ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
                       "zookeeper create of a parent of \"%s\" failed (%d: %s)",
                       lock->path, rc, zerror(rc));
     }
 
     ngx_http_zk_lock_path_gc(lock);
+}
+
+
+/*
+ * The chroot of zk_hosts is made as a lock's first parent, but not its
+ * own parent: one that is missing is the operator's to create, and the
+ * log says which, at most every NGX_HTTP_ZK_LOCK_CHROOT_LOG ms
+ */
+
+static void
+ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
+    const void *data)
+{
+    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+
+    ngx_str_t                    parent;
+    ngx_http_zk_lock_session_t  *s;
+
+    static ngx_msec_t            logged;
+
+    s = lock->session;
+
+    if (rc == ZNONODE && !s->exiting
+        && (logged == 0
+            || ngx_current_msec - logged >= NGX_HTTP_ZK_LOCK_CHROOT_LOG))
+    {
+        logged = ngx_current_msec;
+
+        parent = s->chroot;
+
+        while (parent.len > 1 && parent.data[parent.len - 1] != '/') {
+            parent.len--;
+        }
+
+        if (parent.len > 1) {
+            parent.len--;
+        }
+
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "the chroot \"%V\" of zk_hosts cannot be created: its "
+                      "parent \"%V\" is missing; no lock can be had until it "
+                      "is created", &s->chroot, &parent);
+    }
+
+    if (rc == ZNONODE) {
+        rc = ZNODEEXISTS;       /* said: not again as a parent's failure */
+    }
+
+    ngx_http_zk_lock_path_parent_done(rc, value, data);
 }
 
 

@@ -7,7 +7,9 @@
 #     lock node nor queue under the lock; with them it can; the lock works
 #  2. the secret appears nowhere: error.log (at debug level), access log,
 #     node data
-#  3. bad zk_auth / zk_acl fail "nginx -t" with a message naming them
+#  3. bad zk_auth / zk_acl fail "nginx -t" with a message naming them,
+#     among them an unknown scheme, an ip network past /32 and a digest
+#     id without its hash
 #  no node left, no alert/crash line
 
 use strict;
@@ -118,6 +120,13 @@ subtest 'bad zk_auth and zk_acl fail nginx -t' => sub {
         [ 'zk_acl digest:r;', qr/invalid zk_acl entry "digest:r"/ ],
         [ 'zk_acl auth::cdrwa;',
           qr/"zk_acl" with the "auth" scheme needs "zk_auth"/ ],
+        # issue 27, item 2: entries the server would refuse at every create
+        [ 'zk_acl foo:bar:r;',
+          qr/invalid zk_acl entry "foo:bar:r": unknown scheme/ ],
+        [ 'zk_acl ip:10.0.0.0/33:r;',
+          qr{invalid zk_acl entry "ip:10.0.0.0/33:r": the id of "ip" is an address or a network} ],
+        [ 'zk_acl digest:user:cdrwa;',
+          qr/invalid zk_acl entry "digest:user:cdrwa": the id of "digest" is "user:hash"/ ],
     );
     for my $c (@cases) {
         my ($rc, $out) = nginx_test_conf(<<"EOF", zk => $zk);

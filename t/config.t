@@ -153,6 +153,14 @@ my @bad = (
       "zk_hosts $NO_ZK;\n"
           . server_with('zk_semaphore /s leases=2 timeout=5x;'),
       qr/invalid timeout "timeout=5x"/ ],
+    [ 'two chroots in zk_hosts',
+      "zk_hosts 127.0.0.1:2181/x,127.0.0.1:2182/y;\n"
+        . server_with('zk_mutex /a;'),
+      qr{a chroot follows the last host only, in "127.0.0.1:2181/x,127.0.0.1:2182/y"} ],
+    [ 'a literal path longer than zk_lock_max_path',
+      "zk_hosts $NO_ZK;\nzk_lock_max_path 16;\n"
+        . server_with('zk_mutex /a/very/long/lock/path;'),
+      qr{lock path "/a/very/long/lock/path" in \S+:\d+ is longer than zk_lock_max_path \(16 bytes\)} ],
     [ 'zk_session_timeout 0',
       "zk_hosts $NO_ZK;\nzk_session_timeout 0;\n"
         . server_with('zk_mutex /a;'),

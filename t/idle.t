@@ -13,7 +13,8 @@
 #     the backend at a time, every request served, nothing left behind
 #  6. the chroot, created by the module when missing, is persistent: the
 #     server does not reap it as it does the lock paths' containers; and
-#     below it "/zookeeper" is not the server's own but a path like others
+#     below it "/zookeeper" is not the server's own but a path like others;
+#     a chroot whose parent is missing: the log names both
 
 use strict;
 use warnings;
@@ -125,6 +126,29 @@ ok(zk_get($zr, '/chr'), 'but not the chroot, a persistent node');
 unlike($ch->error_log, qr/\[(?:alert|crit|emerg|error)\]|exited on signal/,
     'with a chroot: no error, no crash');
 $ch->stop;
+
+# issue 27, item 2: a chroot whose parent is missing says which node is
+my $mp = nginx_start(<<'EOF', zk => $zr, backend => $be, workers => 1);
+    zk_hosts %%ZK%%/missing/chr;
+    zk_lock_status 503;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location / {
+            zk_mutex /locks/m timeout=2s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+ok(sessions_connected($mp), 'a chroot with a missing parent: connected');
+my $off = length $mp->error_log;
+is($mp->get('/?key=mp')->{status}, 503, '... a request gets zk_lock_status');
+my $mlog = substr($mp->error_log, $off);
+like($mlog, qr{\[error\].*the chroot "/missing/chr" of zk_hosts cannot be created: its parent "/missing" is missing},
+    '... the log names the chroot and its missing parent');
+my @errs = $mlog =~ /\[error\]/g;
+cmp_ok(scalar @errs, '<=', 3, '... in a few lines, not one per parent')
+    or diag $mlog;
+$mp->stop;
 $zr->stop;
 
 no_ephemerals($zk, '/', 'at the end');
