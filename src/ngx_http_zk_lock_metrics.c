@@ -116,6 +116,11 @@ static ngx_http_zk_lock_shm_t  *ngx_http_zk_lock_shm;
 static ngx_array_t             *ngx_http_zk_lock_names;
 static ngx_uint_t               ngx_http_zk_lock_slot;
 
+static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
+    "# HELP zk_lock_build_info The module's version.\n"
+    "# TYPE zk_lock_build_info gauge\n"
+    "zk_lock_build_info{version=\"" NGX_HTTP_ZK_LOCK_VERSION "\"} 1\n");
+
 static ngx_str_t  ngx_http_zk_lock_zone_name = ngx_string("zk_lock");
 
 
@@ -531,7 +536,8 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
 
-    p = ngx_sprintf(p, "{\"workers\":[");
+    p = ngx_sprintf(p, "{\"version\":\"" NGX_HTTP_ZK_LOCK_VERSION "\","
+                    "\"workers\":[");
     n = 0;
 
     for (i = 0; i < shm->nslots; i++) {
@@ -605,6 +611,9 @@ static u_char *
 ngx_http_zk_lock_metrics_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
     ngx_array_t *names)
 {
+    p = ngx_cpymem(p, ngx_http_zk_lock_build_info.data,
+                   ngx_http_zk_lock_build_info.len);
+
     p = ngx_http_zk_lock_metrics_prom_workers(p, shm);
     p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
                                              NGX_HTTP_ZK_LOCK_HELD_GAUGE);

@@ -17,6 +17,10 @@
 #include "ngx_http_zk_lock_listing.h"
 
 
+/* the module's version: CHANGES names it, and so does a release's tag */
+#define NGX_HTTP_ZK_LOCK_VERSION  "0.1.0"
+
+
 /* a lock directive's type: its index in ngx_http_zk_lock_types[] */
 #define NGX_HTTP_ZK_LOCK_MUTEX        1
 #define NGX_HTTP_ZK_LOCK_SEMAPHORE    2

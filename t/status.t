@@ -152,7 +152,8 @@ subtest 'Prometheus' => sub {
 
     like($ng->get('/status?format=prometheus')->{body},
         qr/^# HELP zk_lock_session_connected /m, '?format=prometheus');
-    like($ng->get('/metrics?format=json')->{body}, qr/^\{"workers":/,
+    like($ng->get('/metrics?format=json')->{body},
+        qr/^\{"version":"[^"]+","workers":/,
         '?format=json');
     is($ng->get('/status?format=xml')->{status}, 400, 'bad format: 400');
 };

@@ -44,15 +44,21 @@ for tool in dpkg-buildpackage dh; do
 done
 
 # --- version -------------------------------------------------------------
-# A tag vX.Y[.Z] gives X.Y[.Z] (plus +gitN.HASH past it); without tags,
-# 0.0~gitYYYYMMDD.HHMMSS.HASH from the commit date, so that later commits
-# sort higher; "+dirty" when what is packaged differs from the commit (the
-# working tree is what gets built).  Outside a git checkout: 0.0~YYYYMMDD.
+# A tag vX.Y[.Z] gives X.Y[.Z] (plus +gitN.HASH past it); without tags, the
+# module's own version (NGX_HTTP_ZK_LOCK_VERSION, which CHANGES names) with
+# ~gitYYYYMMDD.HHMMSS.HASH from the commit date, so that later commits sort
+# higher and all of them before the release; "+dirty" when what is
+# packaged differs from the commit (the working tree is what gets built).
+# Outside a git checkout: <version>~YYYYMMDD.
 # safe.directory: as root, git refuses a checkout owned by another user.
 git_() { git -c safe.directory="$top" -C "$top" "$@"; }
 
 # what goes into the package (paths relative to the checkout)
-packaged="config src README.md conf-examples"
+packaged="config src README.md CHANGES LICENSE conf-examples"
+
+base=$(sed -n 's/^#define NGX_HTTP_ZK_LOCK_VERSION  *"\(.*\)"$/\1/p' \
+    "$top/src/ngx_http_zk_lock_module.h")
+[ -n "$base" ] || { say "no NGX_HTTP_ZK_LOCK_VERSION in the sources"; exit 1; }
 
 version=${ZK_LOCK_DEB_VERSION:-}
 if [ -z "$version" ] && command -v git >/dev/null 2>&1 \
@@ -63,9 +69,13 @@ then
         # v1.3-rc1 -> 1.3~rc1 (sorts before 1.3, as it should)
         version=$(echo "$desc" | sed -e 's/^v//' \
             -e 's/-\([0-9]*\)-g\([0-9a-f]*\)$/+git\1.\2/' -e 's/-/~/g')
+        case $version in
+            "$base"|"$base"[+~]*) ;;
+            *) say "the tag $desc is not the sources' version $base" ;;
+        esac
     else
-        version=0.0~git$(TZ=UTC0 git_ log -1 --date=format-local:%Y%m%d.%H%M%S \
-            --format=%cd HEAD).$hash
+        version=$base~git$(TZ=UTC0 git_ log -1 \
+            --date=format-local:%Y%m%d.%H%M%S --format=%cd HEAD).$hash
     fi
     # (status, not diff: an untracked file under src/ counts too)
     # shellcheck disable=SC2086 # $packaged is a list of paths
@@ -73,7 +83,7 @@ then
         version=$version+dirty
     fi
 fi
-[ -n "$version" ] || version=0.0~$(date -u +%Y%m%d)
+[ -n "$version" ] || version=$base~$(date -u +%Y%m%d)
 case $version in
     [0-9]*) ;;
     *) say "bad version '$version' (must start with a digit)"; exit 1 ;;
@@ -146,18 +156,22 @@ chmod 755 "$src/debian/rules"
 # with its load_module line, adds nginx-abi-* to misc:Depends and the
 # maintainer scripts that link modules-enabled/50-mod-<name>.conf to it.
 echo "conf-examples/*.conf" > "$src/debian/$pkg.examples"
-echo "README.md" > "$src/debian/$pkg.docs"
+printf '%s\n' README.md CHANGES > "$src/debian/$pkg.docs"
 
-cat > "$src/debian/copyright" << EOF
+{
+    cat << EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: ngx_http_zk_lock_module
-Comment: The sources state no license: see README.md of the project.
 
 Files: *
-Copyright: ngx_http_zk_lock_module authors
-License: unspecified
- No license is stated in the sources.
+Copyright: 2026 ngx_http_zk_lock_module authors
+License: BSD-2-Clause
+
+License: BSD-2-Clause
 EOF
+    # the text of LICENSE after its copyright lines, as the format wants it
+    sed -e '1,/^$/d' -e 's/^$/./' -e 's/^/ /' "$top/LICENSE"
+} > "$src/debian/copyright"
 
 cat > "$src/debian/changelog" << EOF
 $pkg ($version) unstable; urgency=medium
