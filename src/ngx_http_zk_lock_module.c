@@ -29,6 +29,8 @@ static char *ngx_http_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_zk_lock_off(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
     ngx_http_zk_lock_hosts_t *h);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -201,6 +203,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       offsetof(ngx_http_zk_lock_loc_conf_t, log_level),
       &ngx_http_zk_lock_log_levels },
 
+    { ngx_string("zk_lock"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_zk_lock_off,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("zk_lock_status_page"),
       NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
       ngx_http_zk_lock_status_page,
@@ -355,6 +364,8 @@ ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf)
      * set by ngx_pcalloc():
      *
      *     conf->locks = NULL;
+     *     conf->status_page = 0;
+     *     conf->off = 0;
      */
 
     conf->timeout = NGX_CONF_UNSET_MSEC;
@@ -374,7 +385,21 @@ ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_zk_lock_loc_conf_t *prev = parent;
     ngx_http_zk_lock_loc_conf_t *conf = child;
 
-    if (conf->locks == NULL) {
+    /*
+     * zk_lock off, and the status page, which must answer when a lock
+     * does not: no lock of the levels around
+     */
+
+    if ((conf->off || conf->status_page) && conf->locks) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "a lock directive where %s",
+                           conf->off ? "\"zk_lock off\" is set"
+                                     : "\"zk_lock_status_page\" is: "
+                                       "the status page is never gated");
+        return NGX_CONF_ERROR;
+    }
+
+    if (conf->locks == NULL && !conf->off && !conf->status_page) {
         conf->locks = prev->locks;
     }
 
@@ -442,6 +467,35 @@ ngx_http_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                        "\"local=<number>\" expected", &value[1]);
 
     return NGX_CONF_ERROR;
+}
+
+
+/* zk_lock off: no lock of the levels around, as auth_request off */
+
+static char *
+ngx_http_zk_lock_off(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_loc_conf_t *llcf = conf;
+
+    ngx_str_t  *value;
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\", \"off\" expected "
+                           "(the locks are zk_mutex, zk_semaphore and "
+                           "zk_rwlock)", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (llcf->off) {
+        return "is duplicate";
+    }
+
+    llcf->off = 1;
+
+    return NGX_CONF_OK;
 }
 
 

@@ -106,6 +106,7 @@ typedef struct {
     ngx_uint_t                    fail_local; /* zk_lock_fail local=<n> */
     ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
     ngx_uint_t                    status_page; /* 1: json, 2: prometheus */
+    ngx_uint_t                    off;        /* zk_lock off */
 } ngx_http_zk_lock_loc_conf_t;
 
 

@@ -161,6 +161,15 @@ my @bad = (
       "zk_hosts $NO_ZK;\nzk_lock_max_path 16;\n"
         . server_with('zk_mutex /a/very/long/lock/path;'),
       qr{lock path "/a/very/long/lock/path" in \S+:\d+ is longer than zk_lock_max_path \(16 bytes\)} ],
+    [ 'zk_lock other than off',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_lock on;'),
+      qr/invalid value "on", "off" expected/ ],
+    [ 'zk_lock off beside a lock directive',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_lock off;\nzk_mutex /a;"),
+      qr/a lock directive where "zk_lock off" is set/ ],
+    [ 'a lock directive beside the status page',
+      "zk_hosts $NO_ZK;\n" . server_with("zk_lock_status_page;\nzk_mutex /a;"),
+      qr/a lock directive where "zk_lock_status_page" is: the status page is never gated/ ],
     [ 'zk_session_timeout 0',
       "zk_hosts $NO_ZK;\nzk_session_timeout 0;\n"
         . server_with('zk_mutex /a;'),

@@ -2,7 +2,8 @@
 # Lock paths of ngx_http_zk_lock_module at run time: paths built from
 # variables (per-value locks, node name format), runtime values that are
 # refused with 400 before any ZooKeeper call (plus a fuzz loop), lock
-# directives inherited by nested locations and from the server level,
+# directives inherited by nested locations and from the server level
+# (zk_lock off and the status page take none),
 # internal redirects and subrequests of a request that holds a lock.
 #
 # ZK_PATHS_DEBUG=1 runs nginx with error_log level debug ("zk lock:" trace).
@@ -112,6 +113,14 @@ my $conf = <<'EOF';
         location /free/ {
             zk_semaphore /p/srvfree leases=3 timeout=10s;
             proxy_pass http://%%BACKEND%%;
+        }
+        # issue 27, item 5: out of the inherited lock
+        location /off/ {
+            zk_lock off;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location = /status {
+            zk_lock_status_page;
         }
     }
 EOF
@@ -454,6 +463,20 @@ subtest 'nested locations inherit the outer lock' => sub {
     $st = $be->stats('srvfree');
     cmp_ok($st->{max}, '>=', 2, '/free/ is not serialized by the server mutex');
     cmp_ok($st->{max}, '<=', 3, 'and stays within leases=3');
+
+    # zk_lock off, and the status page: neither waits for the server's lock
+    my $holder = http_parallel_bg([ [$P, "/any/h?key=srvh&sleep=3000",
+        { headers => { Host => 'srv2' } }] ], timeout => 20);
+    ok(wait_for(sub { $be->stats('srvh')->{inflight} == 1 }, 5),
+        'a request holds the server-level mutex');
+    my $t0 = time;
+    my $off = $ng->get('/off/x?key=off', headers => { Host => 'srv2' });
+    is($off->{status}, 200, 'zk_lock off: 200 while the lock is held');
+    my $page = $ng->get('/status', headers => { Host => 'srv2' });
+    is($page->{status}, 200, 'the status page: 200 while the lock is held');
+    like($page->{body}, qr/"locks":/, '... the page itself');
+    cmp_ok(time - $t0, '<', 1, '... neither waited');
+    http_parallel_collect($holder, 20);
     no_ephemerals($zk, '/p', 'nested');
 };
 
