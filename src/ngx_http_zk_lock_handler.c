@@ -406,7 +406,7 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
      */
 
     if (lmcf->session->down && llcf->fail_open) {
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "%s \"%V\" bypassed: no zookeeper connection",
                       ngx_http_zk_lock_directive(spec), &want->path);
 
@@ -672,7 +672,7 @@ ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
                                     lmcf->session->generation
                                     + lmcf->session->reconnects))
     {
-        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "%s \"%V\" passed with a local lease: no zookeeper "
                       "connection", ngx_http_zk_lock_directive(hold->spec),
                       &hold->path);
@@ -1136,7 +1136,7 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
         break;
 
     case NGX_HTTP_ZK_LOCK_JEOPARDY:
-        ngx_log_error(NGX_LOG_WARN, log, 0,
+        ngx_log_error(NGX_LOG_ERR, log, 0,
                       "%s \"%V\" lost while held: no word from zookeeper, "
                       "the session may expire%s",
                       ngx_http_zk_lock_directive(hold->spec), &hold->path,
@@ -1158,7 +1158,7 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
         break;
 
     default:
-        ngx_log_error(NGX_LOG_WARN, log, 0,
+        ngx_log_error(NGX_LOG_ERR, log, 0,
                       "%s \"%V\" lost while held (%d: %s)%s",
                       ngx_http_zk_lock_directive(hold->spec), &hold->path,
                       error, zerror(error),
@@ -1334,7 +1334,7 @@ ngx_http_zk_lock_handler_fail_late(ngx_http_zk_lock_ctx_t *ctx,
         return;
     }
 
-    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                   "%s \"%V\" bypassed after %Mms: %s",
                   ngx_http_zk_lock_directive(hold->spec), &hold->path,
                   waited, why);

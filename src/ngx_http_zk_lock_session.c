@@ -1114,7 +1114,7 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
         if (!s->jeopardy) {
             s->jeopardy = 1;
 
-            ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                           "no word from zookeeper for %M ms, session 0x%xL "
                           "may expire %M ms after it: its locks are let go",
                           silent, (int64_t) zoo_client_id(s->zh)->client_id,
@@ -1273,7 +1273,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
         s->live = 0;
         s->jeopardy = 0;
 
-        ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                       "zookeeper session 0x%xL %s, starting a new one",
                       (int64_t) zoo_client_id(s->zh)->client_id,
                       state == ZOO_EXPIRED_SESSION_STATE
@@ -1339,6 +1339,17 @@ ngx_http_zk_lock_session_zlog(const char *message)
         p = ngx_strstr(p, ": ");
         if (p) {
             message = p + 2;
+        }
+
+        /*
+         * The client's socket errors ("errno=112(Host is down)" for a
+         * server that closed, "errno=116(Stale file handle)" for an
+         * expired session, ...) are the connection's loss, which the
+         * session logs in its own words: no error of themselves
+         */
+
+        if (level == NGX_LOG_ERR && ngx_strstr(message, "errno=")) {
+            level = NGX_LOG_WARN;
         }
     }
 

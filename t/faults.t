@@ -153,7 +153,7 @@ subtest 'no connection: open passes, closed fails at the timeout' => sub {
     cmp_ok($res->[2]{time}, '<', 5, 'closed: not later');
     is($be->stats('closed')->{count}, 0, 'closed: backend never reached');
 
-    like($ng->error_log, qr/\[warn\].*zk_mutex "\/f\/open" bypassed: no zookeeper connection/,
+    like($ng->error_log, qr/\[error\].*zk_mutex "\/f\/open" bypassed: no zookeeper connection/,
         'open: logged at warn');
     like($ng->error_log, qr/\[error\].*zk_mutex "\/f\/closed" not acquired in \d+ms: no zookeeper connection/,
         'closed: logged at error');
@@ -336,9 +336,9 @@ subtest 'session expiry: waiters fail or pass, holders finish or abort' => sub {
 
     my $log = substr($ex->error_log, $off);
     # let go when no word came for 3/4 of the timeout, before the expiry
-    like($log, qr{\[warn\].*zk_mutex "/f/finish" lost while held(?: \(-112: session expired\)|: no word from zookeeper, the session may expire)(?!, aborting)},
-        'finish: "lost while held" at warn');
-    like($log, qr{\[warn\].*zk_mutex "/f/abort" lost while held.*, aborting the request},
+    like($log, qr{\[error\].*zk_mutex "/f/finish" lost while held(?: \(-112: session expired\)|: no word from zookeeper, the session may expire)(?!, aborting)},
+        'finish: "lost while held" at error');
+    like($log, qr{\[error\].*zk_mutex "/f/abort" lost while held.*, aborting the request},
         'abort: "lost while held ..., aborting the request"');
 
     $_->release for @h;

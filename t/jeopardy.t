@@ -112,9 +112,9 @@ for my $t (4, 10) {
         is($st->{hangups}, 1, '... A\'s call was hung up on');
 
         my $log = substr($a->error_log, $off);
-        like($log, qr/\[warn\].*no word from zookeeper for \d+ ms, session \S+ may expire \d+ ms after it/,
-            'A: "no word from zookeeper" at warn');
-        like($log, qr{\[warn\].*zk_mutex "/j/abort" lost while held: no word from zookeeper, the session may expire, aborting the request},
+        like($log, qr/\[error\].*no word from zookeeper for \d+ ms, session \S+ may expire \d+ ms after it/,
+            'A: "no word from zookeeper" at error');
+        like($log, qr{\[error\].*zk_mutex "/j/abort" lost while held: no word from zookeeper, the session may expire, aborting the request},
             'A: "lost while held ..., aborting the request"');
 
         # the partition heals: A learns of the expiry and takes locks again
@@ -179,8 +179,8 @@ subtest 'zk_lock_lost finish: told, and finishes its call' => sub {
     is($r->{status}, 200, 'the holder finishes its call: 200');
     is($r->{headers}{'x-lock'}, 'LOST', '... $zk_lock_status LOST');
     like(substr($a->error_log, $off),
-        qr{\[warn\].*zk_mutex "/j/finish" lost while held: no word from zookeeper, the session may expire(?!, aborting)},
-        '... "lost while held: no word from zookeeper" at warn');
+        qr{\[error\].*zk_mutex "/j/finish" lost while held: no word from zookeeper, the session may expire(?!, aborting)},
+        '... "lost while held: no word from zookeeper" at error');
 
     ok(wait_for(sub {
         ($a->get('/finish?key=fin-after')->{headers}{'x-lock'} // '')

@@ -154,7 +154,7 @@ subtest 'ZooKeeper stopped: local leases, n per instance' => sub {
     is(http_parallel_collect($h, 30)->[0]{status}, 200, 'the holder: 200');
 
     like($fleet[0]->error_log,
-        qr/\[warn\].*zk_semaphore "\/lc\/two" passed with a local lease: no zookeeper connection/,
+        qr/\[error\].*zk_semaphore "\/lc\/two" passed with a local lease: no zookeeper connection/,
         'a warn line says so');
     my @warns = $fleet[0]->error_log
         =~ /zk_semaphore "\/lc\/two" passed with a local lease/g;
