@@ -19,7 +19,7 @@
 # and T (the session lives); f3 partition past T (it expires); f4
 # ZooKeeper restart (short); f5 leader loss in a 3-node ensemble; f6
 # SIGKILL of a worker of A; f7 reload of A; f8 DNS stops answering, then
-# reload of A.  T is the session timeout, 4, 8 or 10 s (see @FAULTS).
+# reload of A.  T is the session timeout, 4 or 10 s (see @FAULTS).
 # Every lock meets every fault, so every option meets every fault, and
 # abort meets every kind, local=1 and keep=1s both finish and abort.
 # About 15 s per fault, 2 minutes in all.
@@ -121,18 +121,25 @@ sub cell {
 # The faults.  T: zk_session_timeout (s).  long: the upstream time of the
 # long call each lock has on A when the fault comes (s).  fault: applies
 # it, returns how long it lasts from then (s); heal, if any, ends it
-# then.  The load goes on until the fault is over and every long call
-# ended, then $AFTER s more.  jeopardy: A's session goes into jeopardy
-# (local leases allowed); expiry: it really expires (LOST holders of
-# finish allowed beside the next ones).
+# then.  The load goes on until the fault is over, every long call ended
+# and every session is connected again, then $AFTER s more.  jeopardy:
+# A's session goes into jeopardy (local leases allowed); expiry: it really
+# expires (LOST holders of finish allowed beside the next ones).
+#
+# The margins: jeopardy comes 3/4 T after the last answered probe, which
+# is at most T/6 old: 5.8 to 7.5 s into a silence with T = 10 s.  f1, f4,
+# f5: the workers were back within 4.2 s in every run (their reconnect
+# backoff), none in jeopardy.  f2: the partition heals at 8.5 s, A is
+# back 0.2 s later, the server keeps the session until 10 s.  f3: 7 s of
+# silence expire a 4 s session.
 
 my @FAULTS = (
-    { id => 'f1', name => 'connection cut shorter than T/2', T => 8,
+    { id => 'f1', name => 'connection cut shorter than T/2', T => 10,
       long => 5,
       fault => sub { $_[0]{px}->cut(1); 1 } },
-    { id => 'f2', name => 'partition between 3/4 T and T', T => 8,
-      long => 10, jeopardy => 1,
-      fault => sub { $_[0]{px}->partition(6.5); 6.5 } },
+    { id => 'f2', name => 'partition between 3/4 T and T', T => 10,
+      long => 12, jeopardy => 1,
+      fault => sub { $_[0]{px}->partition(8.5); 8.5 } },
     { id => 'f3', name => 'partition past T', T => 4,
       long => 6, jeopardy => 1, expiry => 1,
       fault => sub { $_[0]{px}->partition(7); 7 } },
@@ -140,7 +147,7 @@ my @FAULTS = (
       long => 5,
       fault => sub { $_[0]{zk}->stop; 0.5 },
       heal => sub { $_[0]{zk}->start } },
-    { id => 'f5', name => 'leader loss in a 3-node ensemble', T => 8,
+    { id => 'f5', name => 'leader loss in a 3-node ensemble', T => 10,
       long => 5, ensemble => 1,
       fault => sub {
           my $ens = $_[0]{ens};
@@ -156,9 +163,18 @@ my @FAULTS = (
     { id => 'f6', name => 'SIGKILL of a worker of A', T => 4,
       long => 6,
       fault => sub {
-          $_[0]{a}->expect_log(qr/exited on signal 9/);
-          kill 'KILL', ($_[0]{a}->worker_pids)[0];
-          0 } },
+          # the worker with the most holders; its nodes stay until its
+          # session expires, T (and a tick) later
+          my ($ctx) = @_;
+          my %held;
+          $held{ (split /\./, $_->[3])[4] }++ for grep { !defined $_->[1] }
+              map { @$_ } values %{ $ctx->{be}->calls };
+          my ($victim) = sort { ($held{$b} // 0) <=> ($held{$a} // 0) }
+              $ctx->{a}->worker_pids;
+          $ctx->{a}->expect_log(qr/exited on signal 9/);
+          kill 'KILL', $victim;
+          note "killed worker $victim, which held " . ($held{$victim} // 0);
+          $ctx->{T} + 0.5 } },
     { id => 'f7', name => 'reload of A', T => 4,
       long => 4,
       fault => sub { $_[0]{a}->reload or die "reload failed\n"; 0 } },
@@ -195,6 +211,7 @@ sub run_fault {
     my $t_begin = time;
     my $ctx = fleet($f);
     my ($A, $B) = @$ctx{qw(a b)};
+    @$ctx{qw(T be)} = ($f->{T}, $be);
     $be->reset;
 
     # the load: closed-loop clients on every lock, from both instances
@@ -253,14 +270,19 @@ sub run_fault {
         fail("$f->{id}: the fault could not be healed: $@");
     }
     my $t_over = time;
-    # the load goes on until every long call ended, and $AFTER s more
+    # the load goes on until every long call ended and every worker that
+    # lost its connection has it back, and $AFTER s more
     my $long_end = time + $TIMEOUT + $f->{long} + 5;
     while (time < $long_end) {
         watch_logs($ctx, time + 0.3);
-        my $calls = $be->calls;
+        my %down;
+        $down{ $_->{pid} } = $_->{ev} ne 'connected' for grep {
+            $_->{ev} =~ /^(?:disconnected|jeopardy|expired|connected)$/
+        } @{ $ctx->{events} };
+        next if grep { $_ } values %down;
         last unless grep { !defined $_->[1]
-            && (split /\./, $_->[3])[3] >= $long_n0 } map { @$_ }
-            values %$calls;
+            && (split /\./, $_->[3])[3] >= $long_n0 }
+            map { @$_ } values %{ $be->calls };
     }
     watch_logs($ctx, time + $AFTER);
 
