@@ -436,14 +436,14 @@ sub check_cell {
 
     # 3. every request answered in time
     my @late = grep {
-        $_->{error} eq 'timeout'
+        $_->{error} eq 'timeout' || !defined $_->{end}
             || $_->{end} - $_->{start} > $_->{timeout} + $_->{sleep} + $MARGIN
     } @$reqs;
     ok(!@late, "$what: every request answered within timeout + upstream "
         . "time + ${MARGIN} s (" . scalar(@$reqs) . ' requests)')
         or diag join "\n", map { sprintf '%s n=%d %+.2f..%+.2f status %s '
-            . '%s %s', $_->{inst}, $_->{n}, $_->{start} - $t->{fault},
-            $_->{end} - $t->{fault}, $_->{status}, $_->{lock},
+            . '%s %s', $_->{inst}, $_->{n}, ($_->{start} // 0) - $t->{fault},
+            ($_->{end} // 0) - $t->{fault}, $_->{status}, $_->{lock},
             $_->{error} } @late[ 0 .. ($#late < 5 ? $#late : 5) ];
 
     # 4. local leases only while A's worker had no usable session
