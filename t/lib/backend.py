@@ -13,6 +13,9 @@ Any request (any method) to a path other than /_stats and /_reset:
   hangup= query arg: if 1, the request ends as soon as its client (nginx)
           closes the connection, as an upstream that notices does, and
           counts in "hangups"
+  rec   = query arg: if 1, the call is recorded for /_calls (its start
+          and end times, w, id and whether it was hung up on), so that a
+          test can compute what was in flight at any instant itself
 It counts the request in flight for its whole duration, so the tests can
 see how many requests nginx let through at once per key:
   body "ok key=<key> id=<id> inflight=<n>\\n", n = in flight at start,
@@ -21,6 +24,10 @@ see how many requests nginx let through at once per key:
 GET /_stats?key=K -> {"inflight":n,"max":n,"count":n,"order":[...],
                       "hangups":n} for K
 GET /_stats       -> {"<key>": {...}, ...} for every key seen
+GET /_calls       -> {"<key>": [[start, end, w, id, hungup], ...], ...}: the
+                     calls made with rec=1, in the order they started;
+                     start and end are Unix times (float), end is null
+                     while the call runs
 GET /_reset       -> clears everything, answers {"reset":true}
 
 One thread per connection, so sleeping requests really overlap.
@@ -38,6 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 
 LOCK = threading.Lock()
 STATS = {}
+CALLS = {}  # key -> [[start, end, w, id, hungup], ...] (rec=1 only)
 
 
 def new_entry():
@@ -88,9 +96,15 @@ class Handler(BaseHTTPRequestHandler):
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
         if url.path == "/_stats":
             return self.stats(q)
+        if url.path == "/_calls":
+            with LOCK:
+                doc = {k: [list(c) for c in v] for k, v in CALLS.items()}
+            return self.send_body(200, json.dumps(doc) + "\n",
+                                  "application/json")
         if url.path == "/_reset":
             with LOCK:
                 STATS.clear()
+                CALLS.clear()
             return self.send_body(200, '{"reset":true}\n', "application/json")
         return self.work(url.path, q)
 
@@ -115,6 +129,10 @@ class Handler(BaseHTTPRequestHandler):
             if "id" in q:
                 e["order"].append(rid)
             n = e["inflight"]
+            call = None
+            if q.get("rec") == "1":
+                call = [time.time(), None, w, rid, False]
+                CALLS.setdefault(key, []).append(call)
         gone = False
         try:
             if q.get("hangup") == "1":
@@ -128,6 +146,9 @@ class Handler(BaseHTTPRequestHandler):
                 e["count"] += 1
                 if gone:
                     e["hangups"] += 1
+                if call is not None:
+                    call[1] = time.time()
+                    call[4] = gone
         if gone:
             self.close_connection = True
             return

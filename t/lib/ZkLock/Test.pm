@@ -69,7 +69,8 @@ stop.
 
 t/lib/backend.py on a free port. Methods: port, addr ("127.0.0.1:PORT"),
 pid, stats($key) -> {inflight, max, count, order => [...]}, stats() ->
-{ key => {...}, ... }, reset, stop.
+{ key => {...}, ... }, calls -> { key => [[start, end, w, id, hungup],
+...] } (the calls made with rec=1, see t/lib/backend.py), reset, stop.
 
 =item nginx_start($http_body, %opt) -> $ng
 

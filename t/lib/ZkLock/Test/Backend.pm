@@ -67,6 +67,9 @@ sub stats {
     return $self->_get_json("/_stats?key=$key");
 }
 
+# { key => [ [start, end, w, id, hungup], ... ] }: the calls made with rec=1
+sub calls { $_[0]->_get_json('/_calls') }
+
 sub reset { $_[0]->_get_json('/_reset'); 1 }
 
 sub stop {
