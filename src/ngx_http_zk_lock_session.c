@@ -657,8 +657,9 @@ ngx_http_zk_lock_session_attempt(ngx_http_zk_lock_session_t *s)
 static ngx_msec_t
 ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
 {
-    ngx_uint_t  n;
-    ngx_msec_t  d, max;
+    ngx_uint_t      n;
+    ngx_msec_t      d, max;
+    ngx_msec_int_t  left;
 
     if (s->attempts < s->nhosts) {
         return 0;
@@ -675,6 +676,24 @@ ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
     /* randomised, so that a fleet does not reconnect in step */
 
     d = d / 2 + (ngx_msec_t) ngx_random() % (d / 2 + 1);
+
+    /*
+     * A live session must be heard from before its holders are let go
+     * (see probe_handler()): as that moment nears, attempts come closer,
+     * so that a server that refuses for less than about half the session
+     * timeout (a restart) cuts nobody
+     */
+
+    if (s->live && !s->jeopardy && s->negotiated) {
+        left = (ngx_msec_int_t) (s->heard + s->negotiated
+                                 - s->negotiated / NGX_HTTP_ZK_LOCK_MARGIN
+                                 - ngx_current_msec);
+
+        if (left > 0 && d > (ngx_msec_t) left / 2) {
+            d = ngx_max((ngx_msec_t) left / 2,
+                        (ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN);
+        }
+    }
 
     ngx_log_debug2(NGX_LOG_DEBUG_EVENT, &s->log, 0,
                    "zk lock: connection attempt %ui, next in %M",

@@ -18,7 +18,9 @@
 #     holder's request ends with 200 and ACQUIRED
 #  3. zk_lock_lost finish: the holder is told (LOST, a warn line) and
 #     finishes its call
-#  4. finish, a partition between 3/4 T and T that the session survives:
+#  4. connections refused for 1.5 s of a 4 s session (a restart): the
+#     reconnection comes in time, nobody is cut
+#  5. finish, a partition between 3/4 T and T that the session survives:
 #     the holder keeps its node, the waiter of another instance gets the
 #     lock only after the holder's call (never two in the backend)
 #  no [alert]/[crit]/[emerg] line, no crashed worker
@@ -159,6 +161,33 @@ subtest 'a blip shorter than the margin cuts nobody' => sub {
             '... no jeopardy, no loss, no expiry');
     }
 
+    $_->stop for $a, $b;
+    $px->stop;
+};
+
+###############################################################################
+
+# Refused connections (a server that restarts) for about a third of a 4 s
+# session: the reconnection back-off comes closer as the jeopardy point
+# nears, so the session is heard from again in time (t/matrix.t found
+# that a 1.5 s refusal put a 4 s session in jeopardy every time)
+subtest 'refused for 1.5 s of a 4 s session: nobody cut' => sub {
+    my ($px, $a, $b) = pair('4s');
+    $be->reset;
+    for my $round (1 .. 2) {
+        my $off = length $a->error_log;
+        my $h = http_parallel_bg([ [ $a->port,
+            "/abort?key=refused$round&sleep=5000&hangup=1" ] ], timeout => 30);
+        ok(wait_for(sub { $be->stats("refused$round")->{inflight} == 1 }, 10),
+            "round $round: A holds");
+        $px->cut(1.5);
+        my $r = http_parallel_collect($h, 30)->[0];
+        is($r->{status}, 200, "round $round: the holder finishes, 200");
+        is($r->{headers}{'x-lock'}, 'ACQUIRED', '... ACQUIRED');
+        unlike(substr($a->error_log, $off),
+            qr/no word from zookeeper|lost while held|expired/,
+            '... no jeopardy, no loss, no expiry');
+    }
     $_->stop for $a, $b;
     $px->stop;
 };
