@@ -495,12 +495,12 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
  * watched by a waiter that holds nothing (a Curator client waits for that
  * node alone), the worker gives a lease back instead, at the end of a
  * request once the lease has served for a quantum, or at once if no
- * request of the worker wants it: a lease changes hands at
- * most once a quantum while the worker's demand lasts, which bounds the
- * writes on the path whatever the request rate, and the shares even out
- * over a few quanta as the queue is first come first served.  An exiting
- * worker serves the requests it still has, and gives back what they do
- * not need.
+ * request of the worker wants it: a lease changes hands at most once a
+ * quantum while the worker's demand lasts, which bounds the writes on the
+ * path whatever the request rate, and the shares even out over a few
+ * quanta as the queue is first come first served.  An exiting worker
+ * serves the requests it still has, and gives back what they do not
+ * need; a lease beyond a lowered count is never granted again.
  */
 
 static void
