@@ -500,20 +500,14 @@ ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
 {
     ngx_http_zk_lock_hold_t  *hold;
 
-    ctx->waiting = ctx->holds.nelts - 1;
-    ctx->request = r;
-    ctx->status = 0;
-    ctx->started = ngx_current_msec;
-
-    ctx->timer.log = r->connection->log;
-    ngx_add_timer(&ctx->timer, timeout);
-
     hold = ctx->holds.elts;
 
-    ngx_http_zk_lock_nwaiting++;
-    ngx_queue_insert_tail(&ngx_http_zk_lock_waiters, &ctx->queue);
-    ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
-                                   NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
+    ctx->request = r;
+    ctx->status = 0;
+    ctx->timer.log = r->connection->log;
+
+    ngx_http_zk_lock_handler_rewait(ctx, &hold[ctx->holds.nelts - 1],
+                                    timeout);
 
     ngx_http_zk_lock_handler_suspend(r);
 }
@@ -1427,7 +1421,10 @@ ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
 }
 
 
-/* the request's wait starts again, for what is left of its timeout */
+/*
+ * The request's wait starts, or starts again for what is left of its
+ * timeout
+ */
 
 static void
 ngx_http_zk_lock_handler_rewait(ngx_http_zk_lock_ctx_t *ctx,

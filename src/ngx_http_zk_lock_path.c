@@ -619,8 +619,6 @@ ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
 {
     ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
 
-    lock->refs--;
-
     if (lock->session->exiting) {
         return;
     }
@@ -650,7 +648,8 @@ ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
                    "zk lock: \"%s\" vetted rc:%d %d", lock->path, rc,
                    lock->vet);
 
-    lock->refs++;
+    /* the read's reference keeps the lock while its nodes are told */
+
     lock->owner->vetted(lock);
     lock->refs--;
 
