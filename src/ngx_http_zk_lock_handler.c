@@ -11,7 +11,8 @@
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_semv2.h"
-#include "ngx_http_zk_lock_keep.h"
+#include "ngx_http_zk_lock_take.h"
+#include "ngx_http_zk_lock_remote.h"
 #include "ngx_http_zk_lock_eval.h"
 #include "ngx_http_zk_lock_metrics.h"
 
@@ -70,8 +71,6 @@ static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold);
 static void ngx_http_zk_lock_handler_lost_count(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_event_e gone);
-static ngx_uint_t ngx_http_zk_lock_handler_keeps(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *hold);
 static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
     ngx_http_zk_lock_loc_conf_t *llcf, ngx_http_zk_lock_spec_t *spec);
 static void ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev);
@@ -678,94 +677,40 @@ ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
 }
 
 
-/* the request's node in a lock, to wait for */
+/*
+ * The request's node in a lock, to wait for: taken through the worker's
+ * session, or by a sibling's for a worker that has none (zk_sessions)
+ */
 
 static ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold)
 {
     ngx_str_t                      info;
-    ngx_http_zk_lock_spec_t       *spec;
-    ngx_http_zk_lock_node_t       *node;
-    ngx_http_zk_lock_counter_t    *counter;
+    ngx_uint_t                     try;
     ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-    spec = hold->spec;
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
     if (ngx_http_zk_lock_eval_info(r, &info) != NGX_OK) {
         return NULL;
     }
 
-    counter = NULL;
+    try = (ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec) == 0);
 
-    if (spec->counter.len) {
-        counter = ngx_http_zk_lock_counter(lmcf->session, &spec->counter);
-        if (counter == NULL) {
-            return NULL;
-        }
+    if (lmcf->session->brokered) {
+        return ngx_http_zk_lock_remote_acquire(hold->spec->id, &hold->path,
+                                               hold->weight, &info, try,
+                                               ngx_http_zk_lock_handler_told,
+                                               ctx, r->connection->log);
     }
 
-    if (spec->v2) {
-        node = ngx_http_zk_lock_semv2_acquire(lmcf->session, &hold->path,
-                                              spec->leases, hold->weight,
-                                              counter, &info,
-                                              spec->transient,
-                                              ngx_http_zk_lock_handler_told,
-                                              ctx, r->connection->log);
-
-    } else if (ngx_http_zk_lock_handler_keeps(r, spec, hold)) {
-        return ngx_http_zk_lock_keep_acquire(lmcf->session, &hold->path,
-                                             spec->leases, counter,
-                                             spec->keep, spec->transient,
-                                             spec,
-                                             ngx_http_zk_lock_handler_told,
-                                             ctx, r->connection->log);
-
-    } else {
-        node = ngx_http_zk_lock_acquire(lmcf->session, &hold->path,
-                                        ngx_http_zk_lock_types[spec->type].kind,
-                                        spec->leases, hold->weight, counter,
-                                        &info, spec->transient,
-                                        ngx_http_zk_lock_handler_told, ctx,
-                                        r->connection->log);
-
-        if (node && spec->revocable) {
-            ngx_http_zk_lock_revocable(node);
-        }
-    }
-
-    if (node == NULL) {
-        return NULL;
-    }
-
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-
-    if (ngx_http_zk_lock_handler_spec_timeout(llcf, spec) == 0) {
-        ngx_http_zk_lock_try(node);
-    }
-
-    return node;
-}
-
-
-/*
- * keep=: a lease of the worker's pool (ngx_http_zk_lock_keep.c); not for
- * a weighted request, whose nodes must be consecutive, nor for a try,
- * which the first listing answers
- */
-
-static ngx_uint_t
-ngx_http_zk_lock_handler_keeps(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *hold)
-{
-    ngx_http_zk_lock_loc_conf_t  *llcf;
-
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-
-    return spec->keep && hold->weight == 1
-           && ngx_http_zk_lock_handler_spec_timeout(llcf, spec) != 0;
+    return ngx_http_zk_lock_take(lmcf->session, hold->spec, &hold->path,
+                                 hold->weight, &info, try,
+                                 ngx_http_zk_lock_handler_told, ctx,
+                                 r->connection->log);
 }
 
 
@@ -925,9 +870,14 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
         return 0;
     }
 
-    n = want->spec->v2
-        ? ngx_http_zk_lock_semv2_waiting(lmcf->session, &want->path)
-        : ngx_http_zk_lock_waiting(lmcf->session, &want->path);
+    if (lmcf->session->brokered) {
+        n = ngx_http_zk_lock_remote_waiting(want->spec->id, &want->path);
+
+    } else {
+        n = want->spec->v2
+            ? ngx_http_zk_lock_semv2_waiting(lmcf->session, &want->path)
+            : ngx_http_zk_lock_waiting(lmcf->session, &want->path);
+    }
 
     return n >= want->spec->max_waiting;
 }
@@ -950,11 +900,15 @@ ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
 
     spec = want->spec;
 
-    if (want->weight == 1 || spec->counter.len == 0) {
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    /* a worker without a session reads no count: its broker's queue waits */
+
+    if (want->weight == 1 || spec->counter.len == 0
+        || lmcf->session->brokered)
+    {
         return 0;
     }
-
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
     c = ngx_http_zk_lock_counter(lmcf->session, &spec->counter);
 

@@ -372,6 +372,11 @@ ngx_http_zk_lock_metrics_session(ngx_http_zk_lock_session_t *s)
 
         (void) ngx_cpystrn(slot->server, (u_char *) (server ? server : "?"),
                            NGX_HTTP_ZK_LOCK_SERVER);
+
+    } else if (s->brokered) {
+        /* zk_sessions: its locks are taken through a sibling's session */
+        (void) ngx_cpystrn(slot->server, (u_char *) "broker",
+                           NGX_HTTP_ZK_LOCK_SERVER);
     }
 }
 

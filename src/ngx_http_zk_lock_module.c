@@ -18,6 +18,8 @@
 #include "ngx_http_zk_lock_wait.h"
 #include "ngx_http_zk_lock_keep.h"
 #include "ngx_http_zk_lock_metrics.h"
+#include "ngx_http_zk_lock_broker.h"
+#include "ngx_http_zk_lock_remote.h"
 
 
 static void *ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf);
@@ -91,6 +93,14 @@ static ngx_conf_num_bounds_t  ngx_http_zk_lock_max_waiting_bounds = {
     ngx_conf_check_num_bounds, 1, -1
 };
 
+static ngx_conf_num_bounds_t  ngx_http_zk_lock_sessions_bounds = {
+    ngx_conf_check_num_bounds, 1, 1024
+};
+
+
+/* bumped by every configuration the master loads: see zk_sessions */
+static ngx_uint_t  ngx_http_zk_lock_generation;
+
 
 static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
     { ngx_string("info"), NGX_LOG_INFO },
@@ -146,6 +156,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
+
+    { ngx_string("zk_sessions"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_main_conf_t, sessions),
+      &ngx_http_zk_lock_sessions_bounds },
 
     { ngx_string("zk_lock_max_path"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -290,6 +307,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
     lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
     lmcf->max_waiting = NGX_CONF_UNSET_UINT;
     lmcf->max_path = NGX_CONF_UNSET_SIZE;
+    lmcf->sessions = NGX_CONF_UNSET_UINT;
 
     return lmcf;
 }
@@ -307,6 +325,22 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
     ngx_conf_init_size_value(lmcf->max_path, 1024);
+    ngx_conf_init_uint_value(lmcf->sessions, 0);
+
+#if !(NGX_LINUX)
+
+    if (lmcf->sessions) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"zk_sessions\" is only supported on Linux "
+                           "(its brokers listen on abstract unix sockets)");
+        return NGX_CONF_ERROR;
+    }
+
+#endif
+
+    /* a new name for the brokers of each configuration the master loads */
+
+    lmcf->generation = ++ngx_http_zk_lock_generation;
 
     /* a literal path is known now: it would fail every request */
 
@@ -684,6 +718,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 {
     ngx_uint_t                     i;
     ngx_str_t                     *path;
+    ngx_http_zk_lock_spec_t      **sp;
     ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -726,6 +761,33 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         metric->name = spec->name;
         metric->type = spec->type;
     }
+
+    /*
+     * The brokers of zk_sessions find a directive by its number: a copy,
+     * as the location's array may move as it grows
+     */
+
+    if (lmcf->specs == NULL) {
+        lmcf->specs = ngx_array_create(cf->pool, 4,
+                                       sizeof(ngx_http_zk_lock_spec_t *));
+        if (lmcf->specs == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    sp = ngx_array_push(lmcf->specs);
+    if (sp == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    spec->id = lmcf->specs->nelts - 1;
+
+    *sp = ngx_palloc(cf->pool, sizeof(ngx_http_zk_lock_spec_t));
+    if (*sp == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    **sp = *spec;
 
     if (spec->counter.len) {
         if (lmcf->counters == NULL) {
@@ -1059,7 +1121,26 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     ngx_http_zk_lock_recipe_handler(&ngx_http_zk_lock_wait_owner);
     ngx_http_zk_lock_keep_init(ngx_http_zk_lock_metrics_keep);
 
+    /* zk_sessions: the first workers have one, and broker for the others */
+
+    if (lmcf->sessions && ngx_process == NGX_PROCESS_WORKER
+        && ngx_worker >= lmcf->sessions)
+    {
+        s->brokered = 1;
+        ngx_http_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
+
+        return ngx_http_zk_lock_session_init(cycle, s);
+    }
+
     if (ngx_http_zk_lock_session_init(cycle, s) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (lmcf->sessions && ngx_process == NGX_PROCESS_WORKER
+        && ngx_http_zk_lock_broker_init(cycle, s, lmcf->specs,
+                                        lmcf->generation)
+           != NGX_OK)
+    {
         return NGX_ERROR;
     }
 

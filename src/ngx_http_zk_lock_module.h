@@ -74,6 +74,7 @@ typedef struct {
     ngx_uint_t                    weight;     /* leases a request takes */
     ngx_http_complex_value_t     *weight_cv;  /* or from a variable */
     ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
+    ngx_uint_t                    id;         /* in the main conf's specs */
 } ngx_http_zk_lock_spec_t;
 
 
@@ -94,6 +95,11 @@ typedef struct {
     ngx_http_zk_lock_session_t   *session;
     ngx_shm_zone_t               *local_zone; /* zk_lock_fail local= */
     ngx_uint_t                    local_used;
+
+    /* zk_sessions: workers with a session, the others use theirs */
+    ngx_uint_t                    sessions;
+    ngx_uint_t                    generation; /* of the configuration */
+    ngx_array_t                  *specs;      /* ngx_http_zk_lock_spec_t * */
 } ngx_http_zk_lock_main_conf_t;
 
 

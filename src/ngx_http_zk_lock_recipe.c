@@ -168,6 +168,11 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 {
     ngx_http_zk_lock_t  *lock;
 
+    if (node->releaser) {
+        node->releaser(node);
+        return;
+    }
+
     if (node->ticket) {
         /* a request on a pool of kept leases: the lease is the pool's */
         ngx_http_zk_lock_recipe_keeper_of->release(node);
@@ -231,7 +236,7 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 u_char *
 ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node)
 {
-    return node->lock->path;
+    return node->remote_path ? node->remote_path : node->lock->path;
 }
 
 

@@ -157,6 +157,13 @@ struct ngx_http_zk_lock_node_s {
 
     /* a ticket's lease, see ngx_http_zk_lock_keep.c */
     void                         *kept;
+
+    /*
+     * A node that a sibling's session holds for this worker (see
+     * ngx_http_zk_lock_remote.c): no lock here, its own release
+     */
+    u_char                       *remote_path;
+    ngx_http_zk_lock_notify_pt    releaser;
 };
 
 

@@ -163,6 +163,23 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_uuid(s, s->ours + 3);
     ngx_memcpy(s->ours, "_c_", 3);
 
+    /*
+     * A worker without a session of its own (zk_sessions) takes its locks
+     * through a sibling's: it counts as connected, and the sibling's
+     * faults reach its requests as their nodes' (see remote.c)
+     */
+
+    if (s->brokered) {
+        s->connected = 1;
+        s->live = 1;
+
+        if (s->state_handler) {
+            s->state_handler(s);
+        }
+
+        return NGX_OK;
+    }
+
     /* the client's informational lines are many: only with debug logging */
 
     zoo_set_debug_level(cycle->log->log_level >= NGX_LOG_DEBUG

@@ -109,6 +109,7 @@ struct ngx_http_zk_lock_session_s {
     unsigned                      live:1;     /* connected once: has nodes */
     unsigned                      probing:1;  /* a probe is unanswered */
     unsigned                      jeopardy:1; /* heard from too long ago */
+    unsigned                      brokered:1; /* none: a sibling's serves */
     unsigned                      stale:1;    /* the client's hosts are */
 };
 

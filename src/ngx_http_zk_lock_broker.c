@@ -1,0 +1,377 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_broker.h"
+#include "ngx_http_zk_lock_take.h"
+
+
+/*
+ * A worker's ask, from reading it to the end of its node:
+ *
+ *             whole          taken
+ *   READING --------> ASKED -------> (the node's moves, each told)
+ *      |                |
+ *      | bad, or closed | closed by the worker
+ *      v                v
+ *    closed          released, closed
+ */
+
+
+/* a broker keeps the worker alive while it holds for others, ms */
+#define NGX_HTTP_ZK_LOCK_BROKER_ALIVE  86400000
+
+
+typedef struct {
+    ngx_connection_t             *conn;
+    ngx_http_zk_lock_node_t      *node;       /* once asked */
+    size_t                        len;        /* read */
+    size_t                        want;       /* the whole ask, once known */
+    u_char                        buf[NGX_HTTP_ZK_LOCK_BROKER_HEAD
+                                      + NGX_HTTP_ZK_LOCK_MAX_PATH
+                                      + NGX_HTTP_ZK_LOCK_BROKER_INFO];
+} ngx_http_zk_lock_ask_t;
+
+
+static void ngx_http_zk_lock_broker_accept(ngx_event_t *ev);
+static void ngx_http_zk_lock_broker_read(ngx_event_t *rev);
+static ngx_int_t ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask);
+static void ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_broker_alive(ngx_event_t *wev);
+static void ngx_http_zk_lock_broker_close(ngx_http_zk_lock_ask_t *ask);
+
+
+static ngx_http_zk_lock_session_t  *ngx_http_zk_lock_broker_session;
+static ngx_array_t                 *ngx_http_zk_lock_broker_specs;
+
+
+/*
+ * "\0ngx_zk_lock/<master pid>/<configuration>/<worker>": a reload's
+ * workers do not meet the old ones', nor another nginx's
+ */
+
+socklen_t
+ngx_http_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
+    ngx_uint_t slot)
+{
+    u_char  *p;
+
+    ngx_memzero(sun, sizeof(struct sockaddr_un));
+    sun->sun_family = AF_UNIX;
+
+    p = ngx_snprintf((u_char *) sun->sun_path + 1, sizeof(sun->sun_path) - 1,
+                     "ngx_zk_lock/%P/%ui/%ui", getppid(), generation, slot);
+
+    return (socklen_t) (p - (u_char *) sun);
+}
+
+
+ngx_int_t
+ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
+    ngx_array_t *specs, ngx_uint_t generation)
+{
+    socklen_t           len;
+    ngx_socket_t        fd;
+    ngx_connection_t   *c;
+    struct sockaddr_un  sun;
+
+    ngx_http_zk_lock_broker_session = s;
+    ngx_http_zk_lock_broker_specs = specs;
+
+    fd = ngx_socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd == (ngx_socket_t) -1) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_socket_errno,
+                      ngx_socket_n " for the zk_sessions broker failed");
+        return NGX_ERROR;
+    }
+
+    len = ngx_http_zk_lock_broker_addr(&sun, generation, ngx_worker);
+
+    /*
+     * The name is free unless another process of this nginx has it: a
+     * worker that died in this slot took its socket with it
+     */
+
+    if (bind(fd, (struct sockaddr *) &sun, len) == -1
+        || listen(fd, NGX_LISTEN_BACKLOG) == -1
+        || ngx_nonblocking(fd) == -1)
+    {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_socket_errno,
+                      "zk_sessions broker of worker %ui cannot listen, "
+                      "its siblings ask another", ngx_worker);
+        (void) ngx_close_socket(fd);
+        return NGX_OK;
+    }
+
+    c = ngx_get_connection(fd, cycle->log);
+    if (c == NULL) {
+        (void) ngx_close_socket(fd);
+        return NGX_ERROR;
+    }
+
+    c->log = &s->log;
+    c->read->log = c->log;
+    c->read->handler = ngx_http_zk_lock_broker_accept;
+
+    /* a listening socket: left open at exit, as nginx's own are */
+    c->read->accept = 1;
+
+    if (ngx_add_event(c->read, NGX_READ_EVENT, 0) != NGX_OK) {
+        ngx_close_connection(c);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_zk_lock_broker_accept(ngx_event_t *ev)
+{
+    ngx_err_t                err;
+    ngx_socket_t             fd;
+    ngx_connection_t        *lc, *c;
+    ngx_http_zk_lock_ask_t  *ask;
+
+    lc = ev->data;
+
+    for ( ;; ) {
+        fd = accept(lc->fd, NULL, NULL);
+
+        if (fd == (ngx_socket_t) -1) {
+            err = ngx_socket_errno;
+
+            if (err != NGX_EAGAIN && err != NGX_ECONNABORTED) {
+                ngx_log_error(NGX_LOG_ERR, lc->log, err,
+                              "zk_sessions broker: accept() failed");
+            }
+
+            return;
+        }
+
+        ask = NULL;
+        c = NULL;
+
+        if (ngx_nonblocking(fd) != -1) {
+            ask = ngx_calloc(sizeof(ngx_http_zk_lock_ask_t), lc->log);
+        }
+
+        if (ask) {
+            c = ngx_get_connection(fd, lc->log);
+        }
+
+        if (c == NULL) {
+            /* the worker sees its ask closed: as if no broker were there */
+            ngx_free(ask);
+            (void) ngx_close_socket(fd);
+            continue;
+        }
+
+        ask->conn = c;
+        c->data = ask;
+        c->log = lc->log;
+        c->read->log = c->log;
+        c->write->log = c->log;
+        c->read->handler = ngx_http_zk_lock_broker_read;
+        c->write->handler = ngx_http_zk_lock_broker_alive;
+
+        /* not cancelable: an exiting broker holds on for its askers */
+        ngx_add_timer(c->write, NGX_HTTP_ZK_LOCK_BROKER_ALIVE);
+
+        ngx_http_zk_lock_broker_read(c->read);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_broker_read(ngx_event_t *rev)
+{
+    u_char                   sink[64];
+    ssize_t                  n;
+    ngx_err_t                err;
+    ngx_connection_t        *c;
+    ngx_http_zk_lock_ask_t  *ask;
+
+    c = rev->data;
+    ask = c->data;
+
+    if (c->close) {
+        /* worker_shutdown_timeout has passed */
+        ngx_http_zk_lock_broker_close(ask);
+        return;
+    }
+
+    for ( ;; ) {
+        if (ask->node) {
+            /* nothing more comes but the end of the ask */
+            n = recv(c->fd, sink, sizeof(sink), 0);
+
+        } else {
+            n = recv(c->fd, ask->buf + ask->len,
+                     sizeof(ask->buf) - ask->len, 0);
+        }
+
+        if (n == 0) {
+            ngx_http_zk_lock_broker_close(ask);
+            return;
+        }
+
+        if (n == -1) {
+            err = ngx_socket_errno;
+
+            if (err == NGX_EAGAIN) {
+                break;
+            }
+
+            ngx_http_zk_lock_broker_close(ask);
+            return;
+        }
+
+        if (ask->node) {
+            continue;
+        }
+
+        ask->len += n;
+
+        if (ngx_http_zk_lock_broker_ask(ask) != NGX_OK) {
+            ngx_http_zk_lock_broker_close(ask);
+            return;
+        }
+    }
+
+    if (ngx_handle_read_event(rev, 0) != NGX_OK) {
+        ngx_http_zk_lock_broker_close(ask);
+    }
+}
+
+
+/* the ask, once whole, is taken: NGX_ERROR for a bad one */
+
+static ngx_int_t
+ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
+{
+    u_char                    *p, *last, *f[5];
+    ngx_int_t                  v[5];
+    ngx_str_t                  path, info;
+    ngx_uint_t                 i;
+    ngx_http_zk_lock_spec_t  **specs;
+
+    last = ask->buf + ask->len;
+
+    p = ngx_strlchr(ask->buf, last, '\n');
+
+    if (p == NULL) {
+        return (ask->len < NGX_HTTP_ZK_LOCK_BROKER_HEAD) ? NGX_OK : NGX_ERROR;
+    }
+
+    /* five numbers, separated by spaces */
+
+    f[0] = ask->buf;
+
+    for (i = 1; i < 5; i++) {
+        f[i] = ngx_strlchr(f[i - 1], p, ' ');
+        if (f[i] == NULL) {
+            return NGX_ERROR;
+        }
+
+        f[i]++;
+    }
+
+    for (i = 0; i < 5; i++) {
+        v[i] = ngx_atoi(f[i], ((i < 4) ? f[i + 1] - 1 : p) - f[i]);
+        if (v[i] == NGX_ERROR) {
+            return NGX_ERROR;
+        }
+    }
+
+    if ((ngx_uint_t) v[0] >= ngx_http_zk_lock_broker_specs->nelts
+        || v[1] == 0 || v[3] == 0 || v[3] > NGX_HTTP_ZK_LOCK_MAX_PATH
+        || v[4] > NGX_HTTP_ZK_LOCK_BROKER_INFO)
+    {
+        return NGX_ERROR;
+    }
+
+    if (last < p + 1 + v[3] + v[4]) {
+        return NGX_OK;
+    }
+
+    path.data = p + 1;
+    path.len = v[3];
+    info.data = path.data + path.len;
+    info.len = v[4];
+
+    specs = ngx_http_zk_lock_broker_specs->elts;
+
+    ask->node = ngx_http_zk_lock_take(ngx_http_zk_lock_broker_session,
+                                      specs[v[0]], &path, v[1], &info, v[2],
+                                      ngx_http_zk_lock_broker_told, ask,
+                                      ask->conn->log);
+    if (ask->node == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (ask->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        /* a lease that the broker kept */
+        ngx_http_zk_lock_broker_told(ask->node);
+    }
+
+    return NGX_OK;
+}
+
+
+/* the node moved: the worker is told; one that cannot be, lets it go */
+
+static void
+ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
+{
+    u_char                   line[NGX_HTTP_ZK_LOCK_BROKER_LINE], *p;
+    ssize_t                  n;
+    ngx_http_zk_lock_ask_t  *ask;
+
+    ask = node->data;
+
+    p = ngx_snprintf(line, sizeof(line), NGX_HTTP_ZK_LOCK_BROKER_TELL,
+                     (int) node->state, node->error, node->seq, node->czxid,
+                     (int) node->reused,
+                     node->name_len ? node->name : (u_char *) "-");
+
+    /* a few bytes to a socket that reads them: it has room, or is gone */
+
+    n = send(ask->conn->fd, line, p - line, 0);
+
+    if (n != p - line) {
+        ngx_log_error(NGX_LOG_ERR, ask->conn->log, ngx_socket_errno,
+                      "zk_sessions broker: a worker cannot be told of its "
+                      "node \"%s\", released", node->name);
+        ngx_http_zk_lock_broker_close(ask);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_broker_alive(ngx_event_t *wev)
+{
+    if (wev->timedout) {
+        wev->timedout = 0;
+        ngx_add_timer(wev, NGX_HTTP_ZK_LOCK_BROKER_ALIVE);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_broker_close(ngx_http_zk_lock_ask_t *ask)
+{
+    if (ask->node) {
+        ngx_http_zk_lock_release(ask->node);
+        ask->node = NULL;
+    }
+
+    ngx_close_connection(ask->conn);
+    ngx_free(ask);
+}

@@ -1,0 +1,57 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_session.h"
+
+
+/*
+ * zk_sessions <n>: the first n workers of an nginx have a ZooKeeper
+ * session each, and take locks through it for the other workers too.  A
+ * worker without a session connects to a broker's unix socket (in the
+ * abstract namespace, named after the master and the configuration) for
+ * each lock a request takes, and asks:
+ *
+ *   "<directive> <weight> <try> <path length> <info length>\n" path info
+ *
+ * The broker takes the lock as the request would (ngx_http_zk_lock_take())
+ * and tells every change of its node:
+ *
+ *   "<state> <error> <seq> <czxid> <reused> <name>\n"
+ *
+ * The connection is the node's life: closed by the worker, the node is
+ * released; closed by the broker (it exited, or crashed), the node is
+ * lost, as with an expired session.  Either process may die at any time:
+ * the kernel closes its end.
+ */
+
+
+#define NGX_HTTP_ZK_LOCK_BROKER_ASK   "%ui %ui %ui %uz %uz\n"
+#define NGX_HTTP_ZK_LOCK_BROKER_TELL  "%d %d %uD %L %d %s\n"
+
+/* the longest line of each */
+#define NGX_HTTP_ZK_LOCK_BROKER_HEAD  (5 * NGX_INT_T_LEN)
+#define NGX_HTTP_ZK_LOCK_BROKER_LINE  (5 * NGX_INT64_LEN + 64)
+
+/* the longest node data asked for, see eval_info() */
+#define NGX_HTTP_ZK_LOCK_BROKER_INFO  256
+
+
+ngx_int_t ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle,
+    ngx_http_zk_lock_session_t *s, ngx_array_t *specs,
+    ngx_uint_t generation);
+socklen_t ngx_http_zk_lock_broker_addr(struct sockaddr_un *sun,
+    ngx_uint_t generation, ngx_uint_t slot);
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_ */

@@ -1,0 +1,471 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_http_zk_lock_remote.h"
+#include "ngx_http_zk_lock_broker.h"
+
+
+/*
+ * A node held for this worker by a broker's session: the owner sees a
+ * node like any other, moved by the broker's lines (PARKED until the
+ * first), and released by closing the connection.  No broker to reach
+ * fails it with ZCONNECTIONLOSS, as no session would: the owner goes by
+ * zk_lock_fail.  A broker that goes (it exited, or crashed) takes its
+ * session's nodes along: one held is lost, and the owner goes by
+ * zk_lock_lost; one that waited asks again, a broker respawned or
+ * another, and waits on for the rest of its owner's timeout, at the back
+ * of the queue.
+ */
+
+
+/* the first pause before a node asks again, doubled up to the last, ms */
+#define NGX_HTTP_ZK_LOCK_REMOTE_RETRY      50
+#define NGX_HTTP_ZK_LOCK_REMOTE_RETRY_MAX  1000
+
+
+typedef struct {
+    ngx_http_zk_lock_node_t       node;       /* first: the owner's view */
+    ngx_queue_t                   queue;      /* in the worker's */
+    ngx_connection_t             *conn;
+    ngx_uint_t                    id;         /* of the directive */
+    ngx_str_t                     ask;        /* to ask again */
+    ngx_event_t                   retry;
+    ngx_msec_t                    pause;
+    size_t                        len;        /* of the line being read */
+    u_char                        line[NGX_HTTP_ZK_LOCK_BROKER_LINE];
+} ngx_http_zk_lock_remote_t;
+
+
+static ngx_int_t ngx_http_zk_lock_remote_connect(
+    ngx_http_zk_lock_remote_t *rn);
+static ngx_socket_t ngx_http_zk_lock_remote_ask(ngx_uint_t slot,
+    ngx_str_t *ask);
+static void ngx_http_zk_lock_remote_retry(ngx_event_t *ev);
+static void ngx_http_zk_lock_remote_read(ngx_event_t *rev);
+static ngx_int_t ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn,
+    u_char *line, u_char *last);
+static void ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn);
+static void ngx_http_zk_lock_remote_nothing(ngx_event_t *ev);
+static void ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node);
+
+
+static ngx_uint_t   ngx_http_zk_lock_remote_sessions;
+static ngx_uint_t   ngx_http_zk_lock_remote_generation;
+static ngx_queue_t  ngx_http_zk_lock_remote_nodes;
+
+
+void
+ngx_http_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation)
+{
+    ngx_http_zk_lock_remote_sessions = sessions;
+    ngx_http_zk_lock_remote_generation = generation;
+    ngx_queue_init(&ngx_http_zk_lock_remote_nodes);
+}
+
+
+ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
+    ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+{
+    u_char                     *p;
+    ngx_http_zk_lock_node_t    *node;
+    ngx_http_zk_lock_remote_t  *rn;
+
+    rn = ngx_calloc(sizeof(ngx_http_zk_lock_remote_t) + path->len + 1
+                    + NGX_HTTP_ZK_LOCK_BROKER_HEAD + path->len + info->len,
+                    log);
+    if (rn == NULL) {
+        return NULL;
+    }
+
+    rn->id = id;
+
+    /* the ask, kept: "<directive> <weight> <try> <lengths>\n" path info */
+
+    rn->ask.data = (u_char *) &rn[1] + path->len + 1;
+
+    p = ngx_snprintf(rn->ask.data, NGX_HTTP_ZK_LOCK_BROKER_HEAD,
+                     NGX_HTTP_ZK_LOCK_BROKER_ASK, id, weight, try, path->len,
+                     info->len);
+    p = ngx_cpymem(p, path->data, path->len);
+    p = ngx_cpymem(p, info->data, info->len);
+
+    rn->ask.len = p - rn->ask.data;
+
+    rn->retry.handler = ngx_http_zk_lock_remote_retry;
+    rn->retry.data = rn;
+    rn->retry.log = ngx_cycle->log;
+    rn->retry.cancelable = 1;
+    rn->pause = NGX_HTTP_ZK_LOCK_REMOTE_RETRY;
+
+    node = &rn->node;
+    node->state = NGX_HTTP_ZK_LOCK_PARKED;
+    node->weight = weight;
+    node->notify = notify;
+    node->data = data;
+    node->log = log;
+    node->releaser = ngx_http_zk_lock_remote_release;
+    node->remote_path = (u_char *) &rn[1];
+    ngx_memcpy(node->remote_path, path->data, path->len);
+
+    node->notify_event.handler = ngx_http_zk_lock_remote_tell_handler;
+    node->notify_event.data = node;
+    node->notify_event.log = ngx_cycle->log;
+
+    ngx_queue_insert_tail(&ngx_http_zk_lock_remote_nodes, &rn->queue);
+
+    if (ngx_http_zk_lock_remote_connect(rn) != NGX_OK) {
+        ngx_log_error(NGX_LOG_ERR, log, 0,
+                      "zk_sessions: no broker took the lock \"%V\"", path);
+        ngx_http_zk_lock_remote_gone(rn);
+    }
+
+    return node;
+}
+
+
+/* the worker's own broker first, then the others in turn */
+
+static ngx_int_t
+ngx_http_zk_lock_remote_connect(ngx_http_zk_lock_remote_t *rn)
+{
+    ngx_uint_t         i, n;
+    ngx_socket_t       fd;
+    ngx_connection_t  *c;
+
+    n = ngx_http_zk_lock_remote_sessions;
+    fd = (ngx_socket_t) -1;
+
+    for (i = 0; i < n; i++) {
+        fd = ngx_http_zk_lock_remote_ask((ngx_worker + i) % n, &rn->ask);
+        if (fd != (ngx_socket_t) -1) {
+            break;
+        }
+    }
+
+    if (fd == (ngx_socket_t) -1) {
+        return NGX_ERROR;
+    }
+
+    c = ngx_get_connection(fd, ngx_cycle->log);
+    if (c == NULL) {
+        (void) ngx_close_socket(fd);
+        return NGX_ERROR;
+    }
+
+    rn->conn = c;
+    rn->len = 0;
+    c->data = rn;
+    c->read->log = c->log;
+    c->write->log = c->log;
+    c->read->handler = ngx_http_zk_lock_remote_read;
+    c->write->handler = ngx_http_zk_lock_remote_nothing;
+
+    if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
+        ngx_close_connection(c);
+        rn->conn = NULL;
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* a connected socket with the ask sent, or -1 */
+
+static ngx_socket_t
+ngx_http_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
+{
+    ssize_t             n;
+    socklen_t           len;
+    ngx_socket_t        fd;
+    struct sockaddr_un  sun;
+
+    fd = ngx_socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd == (ngx_socket_t) -1) {
+        return fd;
+    }
+
+    len = ngx_http_zk_lock_broker_addr(&sun, ngx_http_zk_lock_remote_generation,
+                                       slot);
+
+    /* a full backlog refuses at once (EAGAIN): the next broker is asked */
+
+    if (ngx_nonblocking(fd) == -1
+        || connect(fd, (struct sockaddr *) &sun, len) == -1)
+    {
+        (void) ngx_close_socket(fd);
+        return (ngx_socket_t) -1;
+    }
+
+    /* a few kilobytes into a fresh socket's buffer: all, or none */
+
+    n = send(fd, ask->data, ask->len, 0);
+
+    if (n != (ssize_t) ask->len) {
+        (void) ngx_close_socket(fd);
+        return (ngx_socket_t) -1;
+    }
+
+    return fd;
+}
+
+
+/* a waiting node whose broker went asks again */
+
+static void
+ngx_http_zk_lock_remote_retry(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_remote_t  *rn;
+
+    rn = ev->data;
+
+    if (ngx_http_zk_lock_remote_connect(rn) == NGX_OK) {
+        rn->pause = NGX_HTTP_ZK_LOCK_REMOTE_RETRY;
+        return;
+    }
+
+    rn->pause = ngx_min(rn->pause * 2, NGX_HTTP_ZK_LOCK_REMOTE_RETRY_MAX);
+    ngx_add_timer(&rn->retry, rn->pause);
+}
+
+
+static void
+ngx_http_zk_lock_remote_read(ngx_event_t *rev)
+{
+    u_char                     *p, *line;
+    ssize_t                     n;
+    ngx_err_t                   err;
+    ngx_connection_t           *c;
+    ngx_http_zk_lock_remote_t  *rn;
+
+    c = rev->data;
+    rn = c->data;
+
+    if (c->close) {
+        /* worker_shutdown_timeout has passed: no asking again */
+        ngx_close_connection(c);
+        rn->conn = NULL;
+        ngx_http_zk_lock_remote_gone(rn);
+        return;
+    }
+
+    for ( ;; ) {
+        n = recv(c->fd, rn->line + rn->len, sizeof(rn->line) - rn->len, 0);
+
+        if (n == -1) {
+            err = ngx_socket_errno;
+
+            if (err == NGX_EAGAIN) {
+                break;
+            }
+        }
+
+        if (n <= 0) {
+            ngx_http_zk_lock_remote_gone(rn);
+            return;
+        }
+
+        rn->len += n;
+        line = rn->line;
+
+        while ((p = ngx_strlchr(line, rn->line + rn->len, '\n')) != NULL) {
+            if (ngx_http_zk_lock_remote_line(rn, line, p) != NGX_OK) {
+                ngx_http_zk_lock_remote_gone(rn);
+                return;
+            }
+
+            line = p + 1;
+        }
+
+        rn->len -= line - rn->line;
+        ngx_memmove(rn->line, line, rn->len);
+
+        if (rn->len == sizeof(rn->line)) {
+            ngx_http_zk_lock_remote_gone(rn);
+            return;
+        }
+    }
+
+    if (ngx_handle_read_event(rev, 0) != NGX_OK) {
+        ngx_http_zk_lock_remote_gone(rn);
+    }
+}
+
+
+/* "<state> <error> <seq> <czxid> <reused> <name>": the node as it is */
+
+static ngx_int_t
+ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
+    u_char *last)
+{
+    u_char                   *f[6];
+    ngx_int_t                 state, error, reused;
+    ngx_uint_t                i;
+    ngx_http_zk_lock_node_t  *node;
+
+    f[0] = line;
+
+    for (i = 1; i < 6; i++) {
+        f[i] = ngx_strlchr(f[i - 1], last, ' ');
+        if (f[i] == NULL) {
+            return NGX_ERROR;
+        }
+
+        f[i]++;
+    }
+
+    /* the error may be negative: ZooKeeper's are */
+
+    state = ngx_atoi(f[0], f[1] - 1 - f[0]);
+    error = (*f[1] == '-') ? -ngx_atoi(f[1] + 1, f[2] - 2 - f[1])
+                           : ngx_atoi(f[1], f[2] - 1 - f[1]);
+    reused = ngx_atoi(f[4], f[5] - 1 - f[4]);
+
+    if (state == NGX_ERROR || state > NGX_HTTP_ZK_LOCK_ORPHAN
+        || reused == NGX_ERROR || (size_t) (last - f[5]) >= 64)
+    {
+        return NGX_ERROR;
+    }
+
+    node = &rn->node;
+    node->state = state;
+    node->error = (int) error;
+    node->reused = reused ? 1 : 0;
+    node->seq = (uint32_t) ngx_atoi(f[2], f[3] - 1 - f[2]);
+    node->czxid = ngx_atoof(f[3], f[4] - 1 - f[3]);
+    /* "-": no name yet */
+    node->name_len = (*f[5] == '-') ? 0 : last - f[5];
+    ngx_memcpy(node->name, f[5], node->name_len);
+    node->name[node->name_len] = '\0';
+
+    if (!node->notify_event.posted) {
+        ngx_post_event(&node->notify_event, &ngx_posted_events);
+    }
+
+    return NGX_OK;
+}
+
+
+/* no broker, or not any more: the node is lost, or asks again */
+
+static void
+ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn)
+{
+    ngx_uint_t                asked;
+    ngx_http_zk_lock_node_t  *node;
+
+    asked = (rn->conn != NULL);
+
+    if (rn->conn) {
+        ngx_close_connection(rn->conn);
+        rn->conn = NULL;
+    }
+
+    node = &rn->node;
+
+    if (node->state == NGX_HTTP_ZK_LOCK_FAILED) {
+        return;
+    }
+
+    if (asked && node->state != NGX_HTTP_ZK_LOCK_HELD) {
+        ngx_log_error(NGX_LOG_WARN, node->log, 0,
+                      "zk_sessions: the broker of a node waiting for "
+                      "\"%s\" went, asking again", node->remote_path);
+
+        node->state = NGX_HTTP_ZK_LOCK_PARKED;
+        ngx_add_timer(&rn->retry, rn->pause);
+        return;
+    }
+
+    node->state = NGX_HTTP_ZK_LOCK_FAILED;
+    node->error = ZCONNECTIONLOSS;
+
+    if (!node->notify_event.posted) {
+        ngx_post_event(&node->notify_event, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_remote_nothing(ngx_event_t *ev)
+{
+}
+
+
+static void
+ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_node_t  *node;
+
+    node = ev->data;
+
+    if (node->notify) {
+        node->notify(node);
+    }
+}
+
+
+/* the owner is done: closing the connection releases the broker's node */
+
+static void
+ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node)
+{
+    ngx_http_zk_lock_remote_t  *rn;
+
+    rn = (ngx_http_zk_lock_remote_t *) node;
+
+    if (node->notify_event.posted) {
+        ngx_delete_posted_event(&node->notify_event);
+    }
+
+    if (rn->conn) {
+        ngx_close_connection(rn->conn);
+    }
+
+    if (rn->retry.timer_set) {
+        ngx_del_timer(&rn->retry);
+    }
+
+    ngx_queue_remove(&rn->queue);
+    ngx_free(rn);
+}
+
+
+/* the worker's requests that wait for the directive's lock on the path */
+
+ngx_uint_t
+ngx_http_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path)
+{
+    ngx_uint_t                  n;
+    ngx_queue_t                *q;
+    ngx_http_zk_lock_remote_t  *rn;
+
+    n = 0;
+
+    for (q = ngx_queue_head(&ngx_http_zk_lock_remote_nodes);
+         q != ngx_queue_sentinel(&ngx_http_zk_lock_remote_nodes);
+         q = ngx_queue_next(q))
+    {
+        rn = ngx_queue_data(q, ngx_http_zk_lock_remote_t, queue);
+
+        if (rn->id == id
+            && rn->node.state != NGX_HTTP_ZK_LOCK_HELD
+            && ngx_strncmp(rn->node.remote_path, path->data, path->len) == 0
+            && rn->node.remote_path[path->len] == '\0')
+        {
+            n++;
+        }
+    }
+
+    return n;
+}

@@ -1,0 +1,65 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "ngx_http_zk_lock_take.h"
+#include "ngx_http_zk_lock_semv2.h"
+#include "ngx_http_zk_lock_keep.h"
+
+
+/*
+ * "try": the first listing answers (see ngx_http_zk_lock_try()).  A kept
+ * lease (keep=) is not for a weighted participant, whose nodes must be
+ * consecutive, nor for a try.
+ */
+
+ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log)
+{
+    ngx_http_zk_lock_node_t     *node;
+    ngx_http_zk_lock_counter_t  *counter;
+
+    counter = NULL;
+
+    if (spec->counter.len) {
+        counter = ngx_http_zk_lock_counter(s, &spec->counter);
+        if (counter == NULL) {
+            return NULL;
+        }
+    }
+
+    if (spec->v2) {
+        node = ngx_http_zk_lock_semv2_acquire(s, path, spec->leases, weight,
+                                              counter, info, spec->transient,
+                                              notify, data, log);
+
+    } else if (spec->keep && weight == 1 && !try) {
+        return ngx_http_zk_lock_keep_acquire(s, path, spec->leases, counter,
+                                             spec->keep, spec->transient,
+                                             spec, notify, data, log);
+
+    } else {
+        node = ngx_http_zk_lock_acquire(s, path,
+                                        ngx_http_zk_lock_types[spec->type].kind,
+                                        spec->leases, weight, counter, info,
+                                        spec->transient, notify, data, log);
+
+        if (node && spec->revocable) {
+            ngx_http_zk_lock_revocable(node);
+        }
+    }
+
+    if (node && try) {
+        ngx_http_zk_lock_try(node);
+    }
+
+    return node;
+}

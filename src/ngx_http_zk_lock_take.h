@@ -1,0 +1,32 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_HTTP_ZK_LOCK_TAKE_H_INCLUDED_
+#define _NGX_HTTP_ZK_LOCK_TAKE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "ngx_http_zk_lock_module.h"
+#include "ngx_http_zk_lock_recipe.h"
+
+
+/*
+ * A participant's node in the lock of a directive, whichever recipe takes
+ * it: Curator's mutex, semaphore or read/write lock, semaphore v2, or a
+ * lease kept by the worker (keep=).  The request's layer and the broker
+ * that takes locks for the workers without a session of their own (see
+ * ngx_http_zk_lock_broker.c) both ask here.
+ */
+
+ngx_http_zk_lock_node_t *ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log);
+
+
+#endif /* _NGX_HTTP_ZK_LOCK_TAKE_H_INCLUDED_ */
