@@ -24,9 +24,10 @@
  * costs ZooKeeper nothing, and the bound is as exact as Curator's: a
  * request runs on a node that holds, and no two run on the same one.
  *
- * Fair shares.  Every listing of a path where the worker keeps leases
- * sets a watch on its children (path_list()), so that the worker hears of
- * any other participant that queues, and sees the queue: the nodes of an
+ * Fair shares.  Every listing of a path where the worker holds leases
+ * sets a watch on its children (path_list(), keep_hear()), so that the
+ * worker hears of any other participant that queues, and sees the queue;
+ * one that holds none only waits, as any waiter does.  The nodes of an
  * nginx share the first 8 hex digits of their UUID, drawn by its master,
  * and those of a worker the first 18 (session_uuid()), so instances and
  * workers are told apart, a Curator client's node as an instance of its
@@ -168,6 +169,7 @@ static void ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool);
 static void ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev);
+static void ngx_http_zk_lock_keep_hear(ngx_http_zk_lock_pool_t *pool);
 static void ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool);
 static void ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock);
 static ngx_uint_t ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
@@ -472,6 +474,7 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
         if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
             pool->queued--;
             pool->held++;
+            ngx_http_zk_lock_keep_hear(pool);
             ngx_http_zk_lock_keep_assign(lease);
             ngx_http_zk_lock_keep_refill(pool);
             ngx_http_zk_lock_keep_gc(pool);
@@ -714,6 +717,7 @@ ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
     }
 
     pool->held--;
+    ngx_http_zk_lock_keep_hear(pool);
 
     ngx_queue_remove(&lease->queue);
     ngx_http_zk_lock_release(lease->node);
@@ -803,6 +807,8 @@ ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease)
     if (lease->timer.timer_set) {
         ngx_del_timer(&lease->timer);
     }
+
+    ngx_http_zk_lock_keep_hear(pool);
 
     ngx_queue_remove(&lease->queue);
     ngx_http_zk_lock_release(node);
@@ -929,6 +935,33 @@ ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev)
 }
 
 
+/*
+ * Only a pool that holds leases needs to hear at once of anybody else who
+ * waits (a children watch on every listing, see path_list()): one that
+ * only waits learns that it holds as any waiter does, from the nodes
+ * ahead of its own.  So a write on the path is heard by its holders, at
+ * most "leases" participants, rather than by every participant: the
+ * fan-out is bounded by the count, not by the fleet.  A pool that comes
+ * to hold lists once, to set the watch.
+ */
+
+static void
+ngx_http_zk_lock_keep_hear(ngx_http_zk_lock_pool_t *pool)
+{
+    ngx_http_zk_lock_t  *lock;
+
+    lock = pool->lock;
+
+    if (pool->held == 0) {
+        lock->hear = 0;
+
+    } else if (!lock->hear) {
+        lock->hear = 1;
+        ngx_http_zk_lock_path_relist(lock);
+    }
+}
+
+
 /* a pool with no lease and no ticket goes, and lets its lock go */
 
 static void
@@ -943,6 +976,7 @@ ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool)
     lock = pool->lock;
     lock->pool = NULL;
     lock->keep = 0;
+    lock->hear = 0;
     lock->refs--;
 
     ngx_free(pool);

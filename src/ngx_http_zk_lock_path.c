@@ -97,6 +97,7 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->pool = NULL;
     lock->tickets = 0;
     lock->keep = 0;
+    lock->hear = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -335,13 +336,14 @@ ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock)
     /*
      * Semaphore v2 leases are counted, and a change of the count is
      * watched, as Curator does: every listing of such a lock sets the watch.
-     * So does every listing of a path where this worker keeps leases, to
-     * hear at once of anybody else who waits (see keep_listed()).
+     * So does every listing of a path where this worker holds kept
+     * leases, to hear at once of anybody else who waits (see
+     * keep_listed(), keep_hear()).
      */
 
     ngx_http_zk_lock_session_batch(s);
 
-    if (lock->count || lock->keep) {
+    if (lock->count || lock->hear) {
         rc = zoo_awget_children(s->zh, (char *) lock->path,
                                 ngx_http_zk_lock_session_watcher, s,
                                 ngx_http_zk_lock_path_listed, lock);

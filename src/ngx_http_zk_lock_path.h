@@ -98,7 +98,8 @@ struct ngx_http_zk_lock_s {
     ngx_uint_t                    tickets;    /* requests waiting there */
 
     unsigned                      count:1;    /* lists with a watch */
-    unsigned                      keep:1;     /* so does a pool, see keep.c */
+    unsigned                      keep:1;     /* a pool's, see keep.c */
+    unsigned                      hear:1;     /* lists with a watch: it holds */
     unsigned                      wanted:1;   /* a listing, after this one */
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */
