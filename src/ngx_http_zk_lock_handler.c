@@ -31,7 +31,11 @@ static ngx_int_t ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static ngx_http_zk_lock_node_t *ngx_http_zk_lock_handler_step(
     ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold);
+    ngx_http_zk_lock_hold_t *hold, ngx_str_t *path, ngx_uint_t try,
+    ngx_http_zk_lock_notify_pt notify);
+static ngx_int_t ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
+static void ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout);
 static ngx_int_t ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
@@ -399,6 +403,10 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
 
     spec = want->spec;
 
+    if (llcf->dry_run) {
+        return ngx_http_zk_lock_handler_dry(r, ctx, want);
+    }
+
     /*
      * zk_lock_fail open: no waiting when ZooKeeper is known to be out of
      * reach; a worker that is still making its first connection is not
@@ -442,7 +450,11 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         return ngx_http_zk_lock_handler_local(r, ctx, want, hold);
     }
 
-    hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold);
+    timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, spec);
+
+    hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold, &hold->path,
+                                               timeout == 0,
+                                               ngx_http_zk_lock_handler_told);
     if (hold->node == NULL) {
         ctx->holds.nelts--;
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -469,8 +481,6 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
                    "%s \"%V\" leases:%ui: waiting",
                    ngx_http_zk_lock_directive(spec), &hold->path,
                    spec->leases);
-
-    timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, spec);
 
     if (timeout == 0) {
 
@@ -684,33 +694,131 @@ ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
 
 static ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold)
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
+    ngx_str_t *path, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify)
 {
     ngx_str_t                      info;
-    ngx_uint_t                     try;
-    ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
     if (ngx_http_zk_lock_eval_info(r, &info) != NGX_OK) {
         return NULL;
     }
 
-    try = (ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec) == 0);
-
     if (lmcf->session->brokered) {
-        return ngx_http_zk_lock_remote_acquire(hold->spec->id, &hold->path,
+        return ngx_http_zk_lock_remote_acquire(hold->spec->id, path,
                                                hold->weight, &info, try,
-                                               ngx_http_zk_lock_handler_told,
-                                               ctx, r->connection->log);
+                                               notify, ctx,
+                                               r->connection->log);
     }
 
-    return ngx_http_zk_lock_take(lmcf->session, hold->spec, &hold->path,
-                                 hold->weight, &info, try,
-                                 ngx_http_zk_lock_handler_told, ctx,
+    return ngx_http_zk_lock_take(lmcf->session, hold->spec, path,
+                                 hold->weight, &info, try, notify, ctx,
                                  r->connection->log);
+}
+
+
+/*
+ * zk_lock_dry_run: the request goes on at once, and a node of its own on
+ * a shadow path beside the lock's, "<path>.dry-run" (which Curator
+ * clients and the locations that enforce the lock never look at), tries
+ * the lock as a try does: one that would hold stays until the request
+ * ends, so that the requests in dry run across the fleet count each
+ * other; one that would wait goes at once.  What the lock would have done
+ * is counted, logged and shown by $zk_lock_status when the listing
+ * answers; until then the status is DRY_RUN.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+{
+    u_char                        *p;
+    ngx_str_t                      path;
+    ngx_http_zk_lock_hold_t       *hold;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    hold = ngx_http_zk_lock_handler_push(r, ctx, want);
+    if (hold == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    hold->dry = 1;
+
+    ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_RUN;
+    ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_EV_DRY_RUN, 0);
+
+    if (lmcf->session->down) {
+        /* nothing to try: what the lock would have done is not known */
+        return NGX_DONE;
+    }
+
+    path.len = want->path.len + sizeof(".dry-run") - 1;
+    path.data = ngx_pnalloc(r->pool, path.len);
+    if (path.data == NULL) {
+        return NGX_DONE;
+    }
+
+    p = ngx_cpymem(path.data, want->path.data, want->path.len);
+    ngx_memcpy(p, ".dry-run", sizeof(".dry-run") - 1);
+
+    hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold, &path, 1,
+                                           ngx_http_zk_lock_handler_dry_told);
+
+    return NGX_DONE;
+}
+
+
+/* a shadow node is told: the lock would have held, or would have waited */
+
+static void
+ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node)
+{
+    ngx_uint_t                    i;
+    ngx_http_zk_lock_ctx_t       *ctx;
+    ngx_http_zk_lock_hold_t      *hold;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    ctx = node->data;
+    hold = ctx->holds.elts;
+
+    for (i = 0; i < ctx->holds.nelts; i++) {
+        if (hold[i].node == node) {
+            break;
+        }
+    }
+
+    if (i == ctx->holds.nelts) {
+        return;
+    }
+
+    if (node->state == NGX_HTTP_ZK_LOCK_HELD && node->error == 0) {
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED;
+        ngx_http_zk_lock_metrics_count(hold[i].spec,
+                                       NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED, 0);
+        return;
+    }
+
+    /* would wait; or lost, or failed: nothing more to learn from it */
+
+    if (node->error == NGX_HTTP_ZK_LOCK_BUSY) {
+        llcf = ctx->pass_conf;
+
+        ngx_log_error(llcf->log_level, ctx->main->connection->log, 0,
+                      "%s \"%V\" would have waited, dry run",
+                      ngx_http_zk_lock_directive(hold[i].spec),
+                      &hold[i].path);
+
+        ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_WAITED;
+        ngx_http_zk_lock_metrics_count(hold[i].spec,
+                                       NGX_HTTP_ZK_LOCK_EV_DRY_WAITED, 0);
+    }
+
+    hold[i].node = NULL;
+    ngx_http_zk_lock_release(node);
 }
 
 
@@ -1400,7 +1508,15 @@ static void
 ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold)
 {
-    hold->node = ngx_http_zk_lock_handler_step(ctx->request, ctx, hold);
+    ngx_uint_t                    try;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
+
+    llcf = ctx->pass_conf;
+    try = (ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec) == 0);
+
+    hold->node = ngx_http_zk_lock_handler_step(ctx->request, ctx, hold,
+                                               &hold->path, try,
+                                               ngx_http_zk_lock_handler_told);
 
     if (hold->node == NULL) {
         ngx_http_zk_lock_handler_done(ctx, NGX_ERROR, ZSYSTEMERROR);

@@ -34,6 +34,7 @@ typedef struct {
     unsigned                      abort:1;    /* zk_lock_lost abort */
     unsigned                      counted:1;  /* as held, in the metrics */
     unsigned                      bypassed:1; /* let through unlocked */
+    unsigned                      dry:1;      /* zk_lock_dry_run */
 } ngx_http_zk_lock_hold_t;
 
 

@@ -38,7 +38,7 @@ typedef struct {
 
 
 typedef struct {
-    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK + 1];
+    ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_N];
     ngx_atomic_t                  wait_sum;   /* ms */
     ngx_atomic_t                  buckets[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
 } ngx_http_zk_lock_stat_t;
@@ -316,7 +316,8 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         g->held--;
         return;
 
-    default: /* BYPASSED, REJECTED, REVOKED, LOCAL, REUSED, GIVEN_BACK */
+    default: /* BYPASSED, REJECTED, REVOKED, LOCAL, REUSED, GIVEN_BACK,
+                DRY_RUN, DRY_ACQUIRED, DRY_WAITED */
         return;
     }
 }
@@ -577,6 +578,8 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         "\"bypassed\":%uA,\"rejected\":%uA,\"lost\":%uA,"
                         "\"revoked\":%uA,\"local\":%uA,\"kept\":%A,"
                         "\"reused\":%uA,\"given_back\":%uA,"
+                        "\"dry_run\":%uA,\"acquired_dry_run\":%uA,"
+                        "\"waited_dry_run\":%uA,"
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
                         ngx_http_zk_lock_types[m[i].type].label,
@@ -596,6 +599,9 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                                                  NGX_HTTP_ZK_LOCK_KEPT_GAUGE),
                         st->total[NGX_HTTP_ZK_LOCK_EV_REUSED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_DRY_RUN],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_DRY_WAITED],
                         h.cum[NGX_HTTP_ZK_LOCK_BUCKETS], h.sum);
 
         for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
@@ -772,7 +778,10 @@ ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
         { "rejected", NGX_HTTP_ZK_LOCK_EV_REJECTED },
         { "lost", NGX_HTTP_ZK_LOCK_EV_LOST },
         { "revoked", NGX_HTTP_ZK_LOCK_EV_REVOKED },
-        { "local", NGX_HTTP_ZK_LOCK_EV_LOCAL }
+        { "local", NGX_HTTP_ZK_LOCK_EV_LOCAL },
+        { "dry_run", NGX_HTTP_ZK_LOCK_EV_DRY_RUN },
+        { "acquired_dry_run", NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED },
+        { "waited_dry_run", NGX_HTTP_ZK_LOCK_EV_DRY_WAITED }
     };
 
     p = ngx_sprintf(p, "# HELP zk_lock_requests_total Requests at the lock, "

@@ -241,6 +241,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       0,
       NULL },
 
+    { ngx_string("zk_lock_dry_run"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_loc_conf_t, dry_run),
+      NULL },
+
     { ngx_string("zk_lock_lost"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_enum_slot,
@@ -408,6 +415,7 @@ ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf)
     conf->fail_open = NGX_CONF_UNSET;
     conf->fail_local = NGX_CONF_UNSET_UINT;
     conf->lost_abort = NGX_CONF_UNSET;
+    conf->dry_run = NGX_CONF_UNSET;
 
     return conf;
 }
@@ -445,6 +453,7 @@ ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
     ngx_conf_merge_uint_value(conf->fail_local, prev->fail_local, 0);
     ngx_conf_merge_value(conf->lost_abort, prev->lost_abort, 0);
+    ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
 
     return NGX_CONF_OK;
 }

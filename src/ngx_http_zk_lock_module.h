@@ -53,8 +53,13 @@ typedef enum {
     NGX_HTTP_ZK_LOCK_EV_REVOKED,    /* revoked, waiting or holding */
     NGX_HTTP_ZK_LOCK_EV_LOCAL,      /* a local lease: zk_lock_fail local */
     NGX_HTTP_ZK_LOCK_EV_REUSED,     /* acquired at once: a kept lease */
-    NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK  /* a kept lease, for another's wait */
+    NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK, /* a kept lease, for another's wait */
+    NGX_HTTP_ZK_LOCK_EV_DRY_RUN,    /* let through: zk_lock_dry_run */
+    NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED, /* ... and it would have held */
+    NGX_HTTP_ZK_LOCK_EV_DRY_WAITED  /* ... and it would have waited */
 } ngx_http_zk_lock_event_e;
+
+#define NGX_HTTP_ZK_LOCK_EV_N  (NGX_HTTP_ZK_LOCK_EV_DRY_WAITED + 1)
 
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */
@@ -113,6 +118,7 @@ typedef struct {
     ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
     ngx_uint_t                    status_page; /* 1: json, 2: prometheus */
     ngx_uint_t                    off;        /* zk_lock off */
+    ngx_flag_t                    dry_run;    /* zk_lock_dry_run */
 } ngx_http_zk_lock_loc_conf_t;
 
 

@@ -32,7 +32,12 @@ static ngx_str_t  ngx_http_zk_lock_results[] = {
     ngx_null_string,
     ngx_string("LOST"),
     ngx_string("REVOKED"),
-    ngx_string("LOCAL")
+    ngx_string("LOCAL"),
+    ngx_null_string,
+    ngx_null_string,
+    ngx_string("DRY_RUN"),
+    ngx_string("ACQUIRED_DRY_RUN"),
+    ngx_string("WAITED_DRY_RUN")
 };
 
 
