@@ -322,10 +322,11 @@ static ngx_int_t
 ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
 {
-    ngx_uint_t                i;
-    ngx_http_zk_lock_kind_e   a, b;
-    ngx_http_zk_lock_hold_t  *hold;
-    ngx_http_zk_lock_spec_t  *have;
+    ngx_uint_t                    i;
+    ngx_http_zk_lock_kind_e       a, b;
+    ngx_http_zk_lock_hold_t      *hold;
+    ngx_http_zk_lock_spec_t      *have;
+    ngx_http_zk_lock_loc_conf_t  *llcf;
 
     hold = ctx->holds.elts;
     b = ngx_http_zk_lock_types[want->spec->type].kind;
@@ -339,6 +340,17 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
                != 0
             || have->v2 != want->spec->v2)
         {
+            continue;
+        }
+
+        if (hold[i].dry) {
+            /* counted once; a location that enforces the lock takes it */
+            llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+
+            if (llcf->dry_run) {
+                return NGX_OK;
+            }
+
             continue;
         }
 

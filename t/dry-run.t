@@ -10,7 +10,9 @@
 #     the metrics, a log line per request that would have waited)
 #  2. meanwhile a location that enforces the same lock is not slowed by
 #     them, and the lock's own path never sees a node of theirs
-#  3. no node left on either path; nginx -t refuses a bad value
+#  3. a request redirected from a dry-run location to one that enforces
+#     the same lock takes the lock there (it waits behind a holder)
+#  4. no node left on either path; nginx -t refuses a bad value
 
 use strict;
 use warnings;
@@ -38,6 +40,19 @@ my $conf = <<'EOF';
         location /e {
             zk_semaphore /dr/s leases=2 timeout=5s;
             add_header X-Wait $zk_lock_wait_time always;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /dr2 {
+            zk_mutex /dr/r timeout=5s;
+            zk_lock_dry_run on;
+            proxy_intercept_errors on;
+            error_page 404 = /enforce;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /enforce {
+            zk_mutex /dr/r timeout=1s;
+            zk_lock_status 429;
+            add_header X-Lock $zk_lock_status always;
             proxy_pass http://%%BACKEND%%;
         }
         location = /status {
@@ -97,6 +112,16 @@ subtest 'dry run: all through, counted fleet-wide' => sub {
     is($dry, 6, 'metrics: 6 in dry run');
     is($acq, 2, 'metrics: 2 would have held');
     is($wait, 4, 'metrics: 4 would have waited');
+};
+
+subtest 'redirected to a location that enforces the lock' => sub {
+    my $h = zk_hold($zk, '/dr/r', seconds => 60);
+    my $r = $fleet[0]->get('/dr2?key=r&status=404');
+    is($r->{status}, 429, 'it waited for the holder there, and timed out');
+    $h->release;
+    $r = $fleet[0]->get('/dr2?key=r&status=404');
+    is($r->{status}, 200, 'the holder gone: through');
+    is($r->{headers}{'x-lock'}, 'ACQUIRED', '... with the lock');
 };
 
 subtest 'no node left' => sub {
