@@ -80,7 +80,7 @@
  * A lease over the worker's share serves its requests for this long before
  * it goes back, ms: writes on a path stay below 2 x leases a quantum
  */
-#define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  200
+#define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  500
 
 /* leases marked in one listing for the waiters that watch them */
 #define NGX_HTTP_ZK_LOCK_KEEP_DOOMED  16
@@ -497,8 +497,8 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
  * that want them, every share is below one lease).  Over its share, or
  * watched by a waiter that holds nothing (a Curator client waits for that
  * node alone), the worker gives a lease back instead, at the end of a
- * request once the lease has served for a quantum, or at once if no
- * request of the worker wants it: a lease changes hands at most once a
+ * request once the lease has served for a quantum, or when it has idled
+ * for the grace (see check()): a lease changes hands at most once a
  * quantum while the worker's demand lasts, which bounds the writes on the
  * path whatever the request rate, and the shares even out over a few
  * quanta as the queue is first come first served.  An exiting worker
@@ -540,9 +540,12 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
                    && (pool->held > pool->ceil
                        || (pool->owed && pool->held > pool->floor))))
     {
-        keep = wanted
-               && (fresh || ngx_current_msec - lease->held_at
-                            < NGX_HTTP_ZK_LOCK_KEEP_QUANTUM);
+        /*
+         * within its quantum, it serves on, or idles for the grace: a
+         * client's next request on its connection is a millisecond away
+         */
+        keep = fresh || ngx_current_msec - lease->held_at
+                        < NGX_HTTP_ZK_LOCK_KEEP_QUANTUM;
 
     } else {
         keep = 1;
@@ -668,7 +671,12 @@ ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
 
     idle = ngx_current_msec - lease->since;
 
-    if (idle >= limit || lease->doomed || lease->excess) {
+    /* watched by a waiter, it goes at once, once it has had its quantum */
+
+    if (idle >= limit || lease->excess
+        || (lease->doomed && ngx_current_msec - lease->held_at
+                             >= NGX_HTTP_ZK_LOCK_KEEP_QUANTUM))
+    {
         ngx_http_zk_lock_keep_give_back(lease, pool->others);
         return;
     }

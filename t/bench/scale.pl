@@ -14,7 +14,11 @@
 #   perl t/bench/scale.pl [--sizes 2,6,12,32] [--leases 8,64]
 #                         [--clients fresh,keepalive] [--keep 1s,0]
 #                         [--seconds 6] [--conns 24] [--no-curator]
-#                         [--curator-seconds 12]
+#                         [--curator-seconds 12] [--sessions N]
+#
+# --sessions N: "zk_sessions N" in every instance (N of its 2 workers keep
+# a ZooKeeper session and take the locks of the other: with 1, an nginx is
+# one participant).
 #
 # One row (about 15 s, ZooKeeper's start included):
 #
@@ -84,7 +88,9 @@ my $seconds = 6;
 my $conns = 24;
 my $curator = 1;
 my $curator_seconds = 12;
-GetOptions('sizes=s' => \$sizes, 'leases=s' => \$leases,
+my $zk_sessions = 0;
+GetOptions('sessions=i' => \$zk_sessions,
+    'sizes=s' => \$sizes, 'leases=s' => \$leases,
     'clients=s' => \$clients, 'keep=s' => \$keeps,
     'seconds=i' => \$seconds, 'conns=i' => \$conns,
     'curator!' => \$curator, 'curator-seconds=i' => \$curator_seconds)
@@ -148,8 +154,10 @@ sub jain {
 sub conf {
     my ($l, $keep) = @_;
     my $k = ms($keep) ? " keep=$keep" : '';
+    my $zs = $zk_sessions ? "zk_sessions $zk_sessions;" : '';
     return <<"EOF";
     zk_hosts %%ZK%%;
+    $zs
     log_format scale '\$status \$zk_lock_wait_time \$request_time';
     server {
         listen 127.0.0.1:%%PORT%%;
