@@ -22,9 +22,9 @@
  * atomic.
  */
 
-#define NGX_HTTP_ZK_LOCK_SLOTS     64     /* when worker_processes comes late */
-#define NGX_HTTP_ZK_LOCK_BUCKETS   12
-#define NGX_HTTP_ZK_LOCK_SERVER    64
+#define NGX_HTTP_ZK_LOCK_SLOTS        64  /* when worker_processes comes late */
+#define NGX_HTTP_ZK_LOCK_MAX_BUCKETS  32  /* as vts's histogram buckets */
+#define NGX_HTTP_ZK_LOCK_SERVER       64
 
 
 typedef struct {
@@ -32,15 +32,18 @@ typedef struct {
     ngx_atomic_t                  connected;
     ngx_atomic_t                  reconnects;
     ngx_atomic_t                  expired;
+    ngx_atomic_t                  jeopardies;
     ngx_atomic_t                  session_id;
     u_char                        server[NGX_HTTP_ZK_LOCK_SERVER];
 } ngx_http_zk_lock_slot_t;
 
 
+/* an entry's counts: as many buckets as configured, and +Inf */
 typedef struct {
     ngx_atomic_t                  total[NGX_HTTP_ZK_LOCK_EV_N];
     ngx_atomic_t                  wait_sum;   /* ms */
-    ngx_atomic_t                  buckets[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
+    ngx_atomic_t                  leases;     /* leases=zk: as read; 0: none */
+    ngx_atomic_t                  buckets[1];
 } ngx_http_zk_lock_stat_t;
 
 
@@ -60,21 +63,28 @@ typedef struct {
 /* in the zone: the slots, the entries, then the gauges [entry][slot] */
 typedef struct {
     ngx_uint_t                    nslots;
+    size_t                        stat_size;
     ngx_http_zk_lock_slot_t      *slots;
-    ngx_http_zk_lock_stat_t      *stats;
+    u_char                       *stats;
     ngx_http_zk_lock_gauges_t    *gauges;
 } ngx_http_zk_lock_shm_t;
 
 
+#define ngx_http_zk_lock_metrics_stat(shm, i)                                 \
+    ((ngx_http_zk_lock_stat_t *) ((shm)->stats + (i) * (shm)->stat_size))
+
+
 /* one scrape's reading of a histogram: _count is its +Inf bucket */
 typedef struct {
-    ngx_atomic_uint_t             cum[NGX_HTTP_ZK_LOCK_BUCKETS + 1];
+    ngx_atomic_uint_t             cum[NGX_HTTP_ZK_LOCK_MAX_BUCKETS + 1];
     ngx_atomic_uint_t             sum;
 } ngx_http_zk_lock_histogram_t;
 
 
+static ngx_int_t ngx_http_zk_lock_metrics_init_buckets(ngx_conf_t *cf,
+    ngx_http_zk_lock_main_conf_t *lmcf);
 static size_t ngx_http_zk_lock_metrics_size(ngx_uint_t nslots,
-    ngx_uint_t nstats);
+    ngx_uint_t nstats, ngx_uint_t nbuckets);
 static ngx_int_t ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r);
@@ -86,6 +96,8 @@ static u_char *ngx_http_zk_lock_metrics_prom_workers(u_char *p,
     ngx_http_zk_lock_shm_t *shm);
 static u_char *ngx_http_zk_lock_metrics_prom_gauges(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t which);
+static u_char *ngx_http_zk_lock_metrics_prom_leases(u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
 static u_char *ngx_http_zk_lock_metrics_prom_kept(u_char *p,
     ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
 static u_char *ngx_http_zk_lock_metrics_prom_requests(u_char *p,
@@ -96,25 +108,31 @@ static u_char *ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m);
 static void ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
     ngx_http_zk_lock_histogram_t *h);
+static u_char *ngx_http_zk_lock_metrics_bound(u_char *p, ngx_uint_t j);
+static ngx_uint_t ngx_http_zk_lock_metrics_leases_of(
+    ngx_http_zk_lock_shm_t *shm, ngx_http_zk_lock_metric_t *m, ngx_uint_t i);
 static u_char *ngx_http_zk_lock_metrics_escape(u_char *p, ngx_str_t *s);
 static ngx_atomic_int_t ngx_http_zk_lock_metrics_gauge(
     ngx_http_zk_lock_shm_t *shm, ngx_uint_t i, ngx_uint_t which);
 
 
-/* wait-time histogram bounds, ms */
-static ngx_msec_t  ngx_http_zk_lock_bounds[NGX_HTTP_ZK_LOCK_BUCKETS] = {
+/*
+ * The wait-time histogram's bounds without zk_lock_histogram_buckets, ms;
+ * they go on as 1, 2.5, 5 times a power of ten up to the longest timeout
+ * of a lock, where waits end (see init_buckets())
+ */
+static ngx_msec_t  ngx_http_zk_lock_default_bounds[] = {
     1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000
-};
-
-static char  *ngx_http_zk_lock_bound_names[NGX_HTTP_ZK_LOCK_BUCKETS] = {
-    "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
-    "2.5", "5", "10"
 };
 
 /* the zone of the current cycle, mapped in every worker */
 static ngx_http_zk_lock_shm_t  *ngx_http_zk_lock_shm;
 static ngx_array_t             *ngx_http_zk_lock_names;
 static ngx_uint_t               ngx_http_zk_lock_slot;
+
+/* the bounds of the cycle's histograms, ms */
+static ngx_msec_t              *ngx_http_zk_lock_bounds;
+static ngx_uint_t               ngx_http_zk_lock_nbuckets;
 
 static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
     "# HELP zk_lock_build_info The module's version.\n"
@@ -145,7 +163,12 @@ ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
                   ? (ngx_uint_t) ngx_max(ccf->worker_processes, 1)
                   : NGX_HTTP_ZK_LOCK_SLOTS;
 
-    size = ngx_http_zk_lock_metrics_size(lmcf->slots, lmcf->metrics->nelts);
+    if (ngx_http_zk_lock_metrics_init_buckets(cf, lmcf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    size = ngx_http_zk_lock_metrics_size(lmcf->slots, lmcf->metrics->nelts,
+                                         lmcf->buckets->nelts);
 
     /*
      * The slab pool at the start of the zone keeps a descriptor for each
@@ -178,12 +201,70 @@ ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
 }
 
 
+/*
+ * Without zk_lock_histogram_buckets: the default bounds, and more until
+ * one reaches the longest timeout of a lock, so that the quantiles of
+ * long waits are not all read as the last finite bound
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_metrics_init_buckets(ngx_conf_t *cf,
+    ngx_http_zk_lock_main_conf_t *lmcf)
+{
+    ngx_uint_t   i, n;
+    ngx_msec_t   bound, *b;
+
+    if (lmcf->buckets) {
+        return NGX_OK;
+    }
+
+    n = sizeof(ngx_http_zk_lock_default_bounds) / sizeof(ngx_msec_t);
+
+    lmcf->buckets = ngx_array_create(cf->pool, n + 8, sizeof(ngx_msec_t));
+    if (lmcf->buckets == NULL) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        b = ngx_array_push(lmcf->buckets);
+        if (b == NULL) {
+            return NGX_ERROR;
+        }
+
+        *b = ngx_http_zk_lock_default_bounds[i];
+    }
+
+    bound = ngx_http_zk_lock_default_bounds[n - 1];
+
+    while (bound < lmcf->max_timeout
+           && lmcf->buckets->nelts < NGX_HTTP_ZK_LOCK_MAX_BUCKETS)
+    {
+        /* 10 s, 25 s, 50 s, 100 s: times 2.5 after a power of ten */
+
+        for (n = bound; n % 10 == 0; n /= 10) { /* void */ }
+
+        bound = (n == 1) ? bound / 2 * 5 : bound * 2;
+
+        b = ngx_array_push(lmcf->buckets);
+        if (b == NULL) {
+            return NGX_ERROR;
+        }
+
+        *b = bound;
+    }
+
+    return NGX_OK;
+}
+
+
 static size_t
-ngx_http_zk_lock_metrics_size(ngx_uint_t nslots, ngx_uint_t nstats)
+ngx_http_zk_lock_metrics_size(ngx_uint_t nslots, ngx_uint_t nstats,
+    ngx_uint_t nbuckets)
 {
     return sizeof(ngx_http_zk_lock_shm_t)
            + nslots * sizeof(ngx_http_zk_lock_slot_t)
-           + nstats * sizeof(ngx_http_zk_lock_stat_t)
+           + nstats * (offsetof(ngx_http_zk_lock_stat_t, buckets)
+                       + (nbuckets + 1) * sizeof(ngx_atomic_t))
            + nstats * nslots * sizeof(ngx_http_zk_lock_gauges_t);
 }
 
@@ -201,7 +282,8 @@ ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
     nstats = lmcf->metrics->nelts;
 
-    size = ngx_http_zk_lock_metrics_size(lmcf->slots, nstats);
+    size = ngx_http_zk_lock_metrics_size(lmcf->slots, nstats,
+                                         lmcf->buckets->nelts);
 
     /* the slab's own "no memory" would name neither the module nor why */
 
@@ -218,9 +300,12 @@ ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     }
 
     shm->nslots = lmcf->slots;
+    shm->stat_size = offsetof(ngx_http_zk_lock_stat_t, buckets)
+                     + (lmcf->buckets->nelts + 1) * sizeof(ngx_atomic_t);
     shm->slots = (ngx_http_zk_lock_slot_t *) &shm[1];
-    shm->stats = (ngx_http_zk_lock_stat_t *) &shm->slots[shm->nslots];
-    shm->gauges = (ngx_http_zk_lock_gauges_t *) &shm->stats[nstats];
+    shm->stats = (u_char *) &shm->slots[shm->nslots];
+    shm->gauges = (ngx_http_zk_lock_gauges_t *)
+                      (shm->stats + nstats * shm->stat_size);
 
     shpool->data = shm;
 
@@ -250,6 +335,8 @@ ngx_http_zk_lock_metrics_worker(void)
     ngx_http_zk_lock_shm = shm;
     ngx_http_zk_lock_names = lmcf->metrics;
     ngx_http_zk_lock_slot = ngx_worker % shm->nslots;
+    ngx_http_zk_lock_bounds = lmcf->buckets->elts;
+    ngx_http_zk_lock_nbuckets = lmcf->buckets->nelts;
 
     ngx_memzero(&shm->slots[ngx_http_zk_lock_slot],
                 sizeof(ngx_http_zk_lock_slot_t));
@@ -280,7 +367,7 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         return;
     }
 
-    st = &shm->stats[spec->index];
+    st = ngx_http_zk_lock_metrics_stat(shm, spec->index);
     g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
 
     (void) ngx_atomic_fetch_add(&st->total[event], 1);
@@ -295,7 +382,7 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         g->waiting--;
         g->held++;
 
-        for (i = 0; i < NGX_HTTP_ZK_LOCK_BUCKETS; i++) {
+        for (i = 0; i < ngx_http_zk_lock_nbuckets; i++) {
             if (waited <= ngx_http_zk_lock_bounds[i]) {
                 break;
             }
@@ -340,7 +427,7 @@ ngx_http_zk_lock_metrics_keep(void *tag, ngx_int_t idle, ngx_uint_t given_back)
         return;
     }
 
-    st = &shm->stats[spec->index];
+    st = ngx_http_zk_lock_metrics_stat(shm, spec->index);
     g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
     g->kept += idle;
 
@@ -366,6 +453,7 @@ ngx_http_zk_lock_metrics_session(ngx_http_zk_lock_session_t *s)
     slot->connected = s->connected;
     slot->reconnects = s->reconnects;
     slot->expired = s->generation ? s->generation - 1 : 0;
+    slot->jeopardies = s->jeopardies;
 
     if (s->connected && s->zh) {
         slot->session_id = (ngx_atomic_uint_t) zoo_client_id(s->zh)->client_id;
@@ -379,6 +467,147 @@ ngx_http_zk_lock_metrics_session(ngx_http_zk_lock_session_t *s)
         (void) ngx_cpystrn(slot->server, (u_char *) "broker",
                            NGX_HTTP_ZK_LOCK_SERVER);
     }
+}
+
+
+/*
+ * A lease count read from ZooKeeper (leases=zk:), by any worker with a
+ * session: a scrape shows the count in force without asking ZooKeeper,
+ * in workers that read none themselves too (zk_sessions).  0: the node
+ * is missing or invalid, and leases_default applies.
+ */
+
+void
+ngx_http_zk_lock_metrics_leases(u_char *path, ngx_uint_t value)
+{
+    ngx_uint_t                  i;
+    ngx_http_zk_lock_metric_t  *m;
+
+    if (ngx_http_zk_lock_shm == NULL) {
+        return;
+    }
+
+    m = ngx_http_zk_lock_names->elts;
+
+    for (i = 0; i < ngx_http_zk_lock_names->nelts; i++) {
+        if (m[i].counter.len
+            && ngx_strncmp(m[i].counter.data, path, m[i].counter.len) == 0
+            && path[m[i].counter.len] == '\0')
+        {
+            ngx_http_zk_lock_metrics_stat(ngx_http_zk_lock_shm, i)->leases =
+                                                                        value;
+        }
+    }
+}
+
+
+/* the longest a request may wait at the location's locks (merged) */
+
+void
+ngx_http_zk_lock_metrics_timeouts(ngx_conf_t *cf,
+    ngx_http_zk_lock_loc_conf_t *llcf)
+{
+    ngx_uint_t                     i;
+    ngx_msec_t                     timeout;
+    ngx_http_zk_lock_spec_t       *spec;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    if (llcf->locks == NULL) {
+        return;
+    }
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+    spec = llcf->locks->elts;
+
+    for (i = 0; i < llcf->locks->nelts; i++) {
+        timeout = (spec[i].timeout != NGX_CONF_UNSET_MSEC) ? spec[i].timeout
+                                                           : llcf->timeout;
+
+        lmcf->max_timeout = ngx_max(lmcf->max_timeout, timeout);
+    }
+}
+
+
+/*
+ * zk_lock_histogram_buckets <time> ...: the finite bounds of the wait
+ * histograms, ascending, as nginx times ("250ms", "10s") or as decimal
+ * seconds ("0.25"), as vts and Prometheus write them; +Inf is implied
+ */
+
+char *
+ngx_http_zk_lock_metrics_buckets(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_zk_lock_main_conf_t *lmcf = conf;
+
+    ngx_int_t    n;
+    ngx_str_t   *value;
+    ngx_uint_t   i;
+    ngx_msec_t  *b;
+
+    if (lmcf->buckets) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts - 1 > NGX_HTTP_ZK_LOCK_MAX_BUCKETS) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" has %ui buckets, more than %d",
+                           &cmd->name, cf->args->nelts - 1,
+                           NGX_HTTP_ZK_LOCK_MAX_BUCKETS);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->buckets = ngx_array_create(cf->pool, cf->args->nelts - 1,
+                                     sizeof(ngx_msec_t));
+    if (lmcf->buckets == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (value[i].len == 4 && ngx_strcmp(value[i].data, "+Inf") == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "bucket \"+Inf\" in \"%V\": it is always "
+                               "there, after the last one given",
+                               &cmd->name);
+            return NGX_CONF_ERROR;
+        }
+
+        if (ngx_strlchr(value[i].data, value[i].data + value[i].len, '.')) {
+            n = ngx_atofp(value[i].data, value[i].len, 3);
+
+        } else {
+            n = ngx_parse_time(&value[i], 0);
+        }
+
+        if (n == NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid bucket \"%V\" in \"%V\": a time "
+                               "(\"250ms\", \"10s\") or seconds to the "
+                               "millisecond (\"0.25\") expected",
+                               &value[i], &cmd->name);
+            return NGX_CONF_ERROR;
+        }
+
+        b = ngx_array_push(lmcf->buckets);
+        if (b == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        *b = (ngx_msec_t) n;
+
+        if (i > 1 && *b <= b[-1]) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "bucket \"%V\" in \"%V\" is not above "
+                               "\"%V\" before it: the buckets must ascend",
+                               &value[i], &cmd->name, &value[i - 1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
 }
 
 
@@ -467,7 +696,7 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
     m = ngx_http_zk_lock_names->elts;
 
     for (i = 0; i < ngx_http_zk_lock_names->nelts; i++) {
-        size += (NGX_HTTP_ZK_LOCK_BUCKETS + 24) * (2 * m[i].name.len + 512);
+        size += (ngx_http_zk_lock_nbuckets + 26) * (2 * m[i].name.len + 512);
     }
 
     b = ngx_create_temp_buf(r->pool, size);
@@ -555,11 +784,12 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
         p = ngx_sprintf(p, "%s{\"worker\":%ui,\"pid\":%uA,\"connected\":%s,"
                         "\"session\":\"0x%xA\",\"server\":\"%s\","
-                        "\"reconnects\":%uA,\"expired\":%uA}",
+                        "\"reconnects\":%uA,\"expired\":%uA,"
+                        "\"jeopardies\":%uA}",
                         n++ ? "," : "", i, slot->pid,
                         slot->connected ? "true" : "false", slot->session_id,
                         slot->server[0] ? slot->server : (u_char *) "",
-                        slot->reconnects, slot->expired);
+                        slot->reconnects, slot->expired, slot->jeopardies);
     }
 
     p = ngx_sprintf(p, "],\"locks\":[");
@@ -567,13 +797,23 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
-        st = &shm->stats[i];
+        st = ngx_http_zk_lock_metrics_stat(shm, i);
         ngx_http_zk_lock_metrics_read_histogram(st, &h);
 
         p = ngx_sprintf(p, "%s{\"path\":\"", i ? "," : "");
         p = ngx_http_zk_lock_metrics_escape(p, &m[i].name);
 
-        p = ngx_sprintf(p, "\",\"type\":\"%s\",\"held\":%A,\"waiting\":%A,"
+        p = ngx_sprintf(p, "\",\"type\":\"%s\"",
+                        ngx_http_zk_lock_types[m[i].type].label);
+
+        /* readers have no bound among themselves */
+
+        if (m[i].type != NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
+            p = ngx_sprintf(p, ",\"leases\":%ui",
+                            ngx_http_zk_lock_metrics_leases_of(shm, m, i));
+        }
+
+        p = ngx_sprintf(p, ",\"held\":%A,\"waiting\":%A,"
                         "\"acquired\":%uA,\"timeouts\":%uA,\"errors\":%uA,"
                         "\"bypassed\":%uA,\"rejected\":%uA,\"lost\":%uA,"
                         "\"revoked\":%uA,\"local\":%uA,\"kept\":%A,"
@@ -582,7 +822,6 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         "\"waited_dry_run\":%uA,"
                         "\"wait\":{\"count\":%uA,\"sum_ms\":%uA,"
                         "\"buckets\":{",
-                        ngx_http_zk_lock_types[m[i].type].label,
                         ngx_http_zk_lock_metrics_gauge(shm, i,
                                               NGX_HTTP_ZK_LOCK_HELD_GAUGE),
                         ngx_http_zk_lock_metrics_gauge(shm, i,
@@ -602,13 +841,12 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
                         st->total[NGX_HTTP_ZK_LOCK_EV_DRY_RUN],
                         st->total[NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_DRY_WAITED],
-                        h.cum[NGX_HTTP_ZK_LOCK_BUCKETS], h.sum);
+                        h.cum[ngx_http_zk_lock_nbuckets], h.sum);
 
-        for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
-            p = ngx_sprintf(p, "%s\"%s\":%uA", j ? "," : "",
-                            j < NGX_HTTP_ZK_LOCK_BUCKETS
-                            ? ngx_http_zk_lock_bound_names[j] : "+Inf",
-                            h.cum[j]);
+        for (j = 0; j <= ngx_http_zk_lock_nbuckets; j++) {
+            p = ngx_sprintf(p, "%s\"", j ? "," : "");
+            p = ngx_http_zk_lock_metrics_bound(p, j);
+            p = ngx_sprintf(p, "\":%uA", h.cum[j]);
         }
 
         p = ngx_sprintf(p, "}}}");
@@ -626,6 +864,7 @@ ngx_http_zk_lock_metrics_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
                    ngx_http_zk_lock_build_info.len);
 
     p = ngx_http_zk_lock_metrics_prom_workers(p, shm);
+    p = ngx_http_zk_lock_metrics_prom_leases(p, shm, names);
     p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
                                              NGX_HTTP_ZK_LOCK_HELD_GAUGE);
     p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
@@ -655,13 +894,21 @@ ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
         char                 *metric;
         char                 *type;
         char                 *help;
+        size_t                offset;
     } workers[] = {
         { "zk_lock_session_connected", "gauge",
-          "Whether the worker's ZooKeeper session is connected." },
+          "Whether the worker's ZooKeeper session is connected.",
+          offsetof(ngx_http_zk_lock_slot_t, connected) },
         { "zk_lock_session_reconnects_total", "counter",
-          "Connections of the worker's session lost and made again." },
+          "Connections of the worker's session lost and made again.",
+          offsetof(ngx_http_zk_lock_slot_t, reconnects) },
         { "zk_lock_session_expirations_total", "counter",
-          "Sessions of the worker that expired." }
+          "Sessions of the worker that expired.",
+          offsetof(ngx_http_zk_lock_slot_t, expired) },
+        { "zk_lock_session_jeopardy_total", "counter",
+          "Times the worker's session went unheard from so long that it "
+          "could expire: its locks were let go.",
+          offsetof(ngx_http_zk_lock_slot_t, jeopardies) }
     };
 
     for (k = 0; k < sizeof(workers) / sizeof(workers[0]); k++) {
@@ -676,8 +923,7 @@ ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
                 continue;
             }
 
-            v = (k == 0) ? slot->connected
-                         : (k == 1) ? slot->reconnects : slot->expired;
+            v = *(ngx_atomic_t *) ((u_char *) slot + workers[k].offset);
 
             p = ngx_sprintf(p, "%s{worker=\"%ui\"} %uA\n",
                             workers[k].metric, i, v);
@@ -720,6 +966,53 @@ ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
 }
 
 
+/*
+ * The leases a lock grants at once, fleet-wide: a mutex's and a writer's
+ * 1, a semaphore's as configured or as read from ZooKeeper.  Readers are
+ * bounded by writers only: no series.
+ */
+
+static u_char *
+ngx_http_zk_lock_metrics_prom_leases(u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names)
+{
+    ngx_uint_t                  i;
+    ngx_http_zk_lock_metric_t  *m;
+
+    p = ngx_sprintf(p, "# HELP zk_lock_leases Leases the lock grants at "
+                    "once, across the fleet: the count in force.\n"
+                    "# TYPE zk_lock_leases gauge\n");
+
+    m = names->elts;
+
+    for (i = 0; i < names->nelts; i++) {
+        if (m[i].type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
+            continue;
+        }
+
+        p = ngx_http_zk_lock_metrics_series(p, "zk_lock_leases", &m[i]);
+        p = ngx_sprintf(p, "} %ui\n",
+                        ngx_http_zk_lock_metrics_leases_of(shm, m, i));
+    }
+
+    return p;
+}
+
+
+/* the count read from ZooKeeper, else the one configured */
+
+static ngx_uint_t
+ngx_http_zk_lock_metrics_leases_of(ngx_http_zk_lock_shm_t *shm,
+    ngx_http_zk_lock_metric_t *m, ngx_uint_t i)
+{
+    ngx_atomic_uint_t  n;
+
+    n = m[i].counter.len ? ngx_http_zk_lock_metrics_stat(shm, i)->leases : 0;
+
+    return n ? (ngx_uint_t) n : m[i].leases;
+}
+
+
 /* kept leases: a subset of the acquired, and what they cost others */
 
 static u_char *
@@ -752,7 +1045,8 @@ ngx_http_zk_lock_metrics_prom_kept(u_char *p, ngx_http_zk_lock_shm_t *shm,
         for (i = 0; i < names->nelts; i++) {
             p = ngx_http_zk_lock_metrics_series(p, counters[k].metric, &m[i]);
             p = ngx_sprintf(p, "} %uA\n",
-                            shm->stats[i].total[counters[k].event]);
+                            ngx_http_zk_lock_metrics_stat(shm, i)
+                                ->total[counters[k].event]);
         }
     }
 
@@ -794,7 +1088,8 @@ ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
             p = ngx_http_zk_lock_metrics_series(p, "zk_lock_requests_total",
                                                 &m[i]);
             p = ngx_sprintf(p, ",result=\"%s\"} %uA\n", results[j].result,
-                            shm->stats[i].total[results[j].event]);
+                            ngx_http_zk_lock_metrics_stat(shm, i)
+                                ->total[results[j].event]);
         }
     }
 
@@ -817,16 +1112,16 @@ ngx_http_zk_lock_metrics_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
-        ngx_http_zk_lock_metrics_read_histogram(&shm->stats[i], &h);
+        ngx_http_zk_lock_metrics_read_histogram(
+                                   ngx_http_zk_lock_metrics_stat(shm, i), &h);
 
-        for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
+        for (j = 0; j <= ngx_http_zk_lock_nbuckets; j++) {
             p = ngx_http_zk_lock_metrics_series(p,
                                                 "zk_lock_wait_seconds_bucket",
                                                 &m[i]);
-            p = ngx_sprintf(p, ",le=\"%s\"} %uA\n",
-                            j < NGX_HTTP_ZK_LOCK_BUCKETS
-                            ? ngx_http_zk_lock_bound_names[j] : "+Inf",
-                            h.cum[j]);
+            p = ngx_sprintf(p, ",le=\"");
+            p = ngx_http_zk_lock_metrics_bound(p, j);
+            p = ngx_sprintf(p, "\"} %uA\n", h.cum[j]);
         }
 
         p = ngx_http_zk_lock_metrics_series(p, "zk_lock_wait_seconds_sum",
@@ -835,7 +1130,7 @@ ngx_http_zk_lock_metrics_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
         p = ngx_http_zk_lock_metrics_series(p, "zk_lock_wait_seconds_count",
                                             &m[i]);
-        p = ngx_sprintf(p, "} %uA\n", h.cum[NGX_HTTP_ZK_LOCK_BUCKETS]);
+        p = ngx_sprintf(p, "} %uA\n", h.cum[ngx_http_zk_lock_nbuckets]);
     }
 
     return p;
@@ -872,10 +1167,40 @@ ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
     h->sum = st->wait_sum;
     cum = 0;
 
-    for (j = 0; j <= NGX_HTTP_ZK_LOCK_BUCKETS; j++) {
+    for (j = 0; j <= ngx_http_zk_lock_nbuckets; j++) {
         cum += st->buckets[j];
         h->cum[j] = cum;
     }
+}
+
+
+/* bucket j's bound in seconds, as Prometheus writes it: "0.005", "2.5" */
+
+static u_char *
+ngx_http_zk_lock_metrics_bound(u_char *p, ngx_uint_t j)
+{
+    ngx_msec_t  ms, frac;
+
+    if (j == ngx_http_zk_lock_nbuckets) {
+        return ngx_cpymem(p, "+Inf", 4);
+    }
+
+    ms = ngx_http_zk_lock_bounds[j];
+    frac = ms % 1000;
+
+    if (frac == 0) {
+        return ngx_sprintf(p, "%M", ms / 1000);
+    }
+
+    if (frac % 100 == 0) {
+        return ngx_sprintf(p, "%M.%M", ms / 1000, frac / 100);
+    }
+
+    if (frac % 10 == 0) {
+        return ngx_sprintf(p, "%M.%02M", ms / 1000, frac / 10);
+    }
+
+    return ngx_sprintf(p, "%M.%03M", ms / 1000, frac);
 }
 
 

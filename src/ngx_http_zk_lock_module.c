@@ -55,6 +55,8 @@ static char *ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry,
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static void ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s);
+static void ngx_http_zk_lock_recount(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 
 
@@ -177,6 +179,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_zk_lock_main_conf_t, max_waiting),
       &ngx_http_zk_lock_max_waiting_bounds },
+
+    { ngx_string("zk_lock_histogram_buckets"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_zk_lock_metrics_buckets,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
 
     { ngx_string("zk_mutex"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
@@ -309,6 +318,8 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
      *     lmcf->used = { 0, NULL };
      *     lmcf->counters = NULL;
      *     lmcf->literals = NULL;
+     *     lmcf->buckets = NULL;
+     *     lmcf->max_timeout = 0;
      */
 
     lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
@@ -454,6 +465,8 @@ ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->fail_local, prev->fail_local, 0);
     ngx_conf_merge_value(conf->lost_abort, prev->lost_abort, 0);
     ngx_conf_merge_value(conf->dry_run, prev->dry_run, 0);
+
+    ngx_http_zk_lock_metrics_timeouts(cf, conf);
 
     return NGX_CONF_OK;
 }
@@ -769,6 +782,8 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
         metric->name = spec->name;
         metric->type = spec->type;
+        metric->leases = spec->leases;
+        metric->counter = spec->counter;
     }
 
     /*
@@ -1126,7 +1141,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     s->close_handler = ngx_http_zk_lock_recipe_free;
     s->watch_handler = ngx_http_zk_lock_wait_event;
 
-    ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recipe_recount);
+    ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recount);
     ngx_http_zk_lock_recipe_handler(&ngx_http_zk_lock_wait_owner);
     ngx_http_zk_lock_keep_init(ngx_http_zk_lock_metrics_keep);
 
@@ -1270,6 +1285,17 @@ ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s)
 {
     ngx_http_zk_lock_recipe_jeopardy(s);
     ngx_http_zk_lock_handler_session(s);
+}
+
+
+/* a lease count changed: its locks, and what the metrics show */
+
+static void
+ngx_http_zk_lock_recount(ngx_http_zk_lock_session_t *s,
+    ngx_http_zk_lock_counter_t *c)
+{
+    ngx_http_zk_lock_metrics_leases(c->path, c->value);
+    ngx_http_zk_lock_recipe_recount(s, c);
 }
 
 

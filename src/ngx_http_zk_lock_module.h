@@ -93,6 +93,8 @@ typedef struct {
     struct ACL_vector            *acl;        /* of the nodes created */
     ngx_array_t                  *metrics;    /* ngx_http_zk_lock_metric_t */
     ngx_shm_zone_t               *zone;
+    ngx_array_t                  *buckets;    /* ngx_msec_t, of the waits */
+    ngx_msec_t                    max_timeout; /* of a lock, as merged */
     ngx_uint_t                    slots;      /* of workers, in the zone */
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
@@ -126,6 +128,8 @@ typedef struct {
 typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    type;
+    ngx_uint_t                    leases;     /* as configured, or default */
+    ngx_str_t                     counter;    /* leases=zk:<path> */
 } ngx_http_zk_lock_metric_t;
 
 

@@ -1149,6 +1149,7 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
 
         if (!s->jeopardy) {
             s->jeopardy = 1;
+            s->jeopardies++;
 
             ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                           "no word from zookeeper for %M ms, session 0x%xL "

@@ -63,6 +63,7 @@ struct ngx_http_zk_lock_session_s {
     /* bumped for every new ZooKeeper session: a node belongs to one */
     ngx_uint_t                    generation;
     ngx_uint_t                    reconnects;
+    ngx_uint_t                    jeopardies; /* times it went unheard */
 
     /* connection attempts since the last connect, and when the next may */
     ngx_uint_t                    attempts;

@@ -261,6 +261,43 @@ EOF
       "zk_hosts $NO_ZK;\n"
           . server_with('zk_semaphore /s leases=zk:c/../n leases_default=2;'),
       qr/invalid lease count path in "leases=zk:c\/..\/n"/ ],
+    [ 'zk_lock_histogram_buckets: not a time',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets 5ms soon 1s;\n"
+          . server_with('zk_mutex /a;'),
+      qr/invalid bucket "soon" in "zk_lock_histogram_buckets": a time \("250ms", "10s"\) or seconds to the millisecond \("0\.25"\) expected/ ],
+    [ 'zk_lock_histogram_buckets: finer than a millisecond',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets 0.0005 1s;\n"
+          . server_with('zk_mutex /a;'),
+      qr/invalid bucket "0\.0005" in "zk_lock_histogram_buckets"/ ],
+    [ 'zk_lock_histogram_buckets: descending',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets 10ms 1s 0.5;\n"
+          . server_with('zk_mutex /a;'),
+      qr/bucket "0\.5" in "zk_lock_histogram_buckets" is not above "1s" before it: the buckets must ascend/ ],
+    [ 'zk_lock_histogram_buckets: the same bound twice',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets 10ms 1s 1000ms;\n"
+          . server_with('zk_mutex /a;'),
+      qr/bucket "1000ms" in "zk_lock_histogram_buckets" is not above "1s" before it/ ],
+    [ 'zk_lock_histogram_buckets: +Inf',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets 1s +Inf;\n"
+          . server_with('zk_mutex /a;'),
+      qr/bucket "\+Inf" in "zk_lock_histogram_buckets": it is always there/ ],
+    [ 'zk_lock_histogram_buckets: more than 32',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets "
+          . join(' ', map { "${_}ms" } 1 .. 33) . ";\n"
+          . server_with('zk_mutex /a;'),
+      qr/"zk_lock_histogram_buckets" has 33 buckets, more than 32/ ],
+    [ 'zk_lock_histogram_buckets twice',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets 1s;\n"
+          . "zk_lock_histogram_buckets 2s;\n" . server_with('zk_mutex /a;'),
+      qr/"zk_lock_histogram_buckets" directive is duplicate/ ],
+    [ 'zk_lock_histogram_buckets without a value',
+      "zk_hosts $NO_ZK;\nzk_lock_histogram_buckets;\n"
+          . server_with('zk_mutex /a;'),
+      qr/invalid number of arguments in "zk_lock_histogram_buckets" directive/ ],
+    [ 'zk_lock_histogram_buckets in a server',
+      "zk_hosts $NO_ZK;\n"
+          . "server { listen 127.0.0.1:%%PORT%%; zk_lock_histogram_buckets 1s; }\n",
+      qr/"zk_lock_histogram_buckets" directive is not allowed here/ ],
 );
 
 # The nginx.conf line an "[emerg] ... in FILE:LINE" message points at (the
@@ -402,6 +439,10 @@ my @good = (
               . "zk_mutex /o/\$arg_a;")
           . server_with("zk_semaphore /o/\$arg_a leases=4;") ],
     [ 'no module directive at all', server_with('') ],
+    [ 'zk_lock_histogram_buckets: times and decimal seconds, from 0',
+      "zk_hosts $NO_ZK;\n"
+          . "zk_lock_histogram_buckets 0 1ms 0.01 .1 250ms 1 2.5 1m 1h;\n"
+          . server_with('zk_mutex /a;') ],
     [ 'status bounds 400 and 599',
       "zk_hosts $NO_ZK;\nzk_lock_status 400;\n"
           . server_with("zk_lock_status 599;\nzk_mutex /a;") ],
