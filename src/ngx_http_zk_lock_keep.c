@@ -82,6 +82,13 @@
  */
 #define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  500
 
+/*
+ * A node queued for requests that a lease freed in the worker served
+ * instead waits this long for more, ms: two clients on one lease would
+ * otherwise create and delete a node for every request
+ */
+#define NGX_HTTP_ZK_LOCK_KEEP_LINGER  NGX_HTTP_ZK_LOCK_KEEP_GRACE
+
 /* leases marked in one listing for the waiters that watch them */
 #define NGX_HTTP_ZK_LOCK_KEEP_DOOMED  16
 
@@ -115,6 +122,7 @@ struct ngx_http_zk_lock_pool_s {
     ngx_uint_t                    leases_n;   /* unless the counter says */
     ngx_http_zk_lock_counter_t   *counter;
     ngx_msec_t                    keep;
+    ngx_event_t                   linger;     /* queued, nobody waits */
     ngx_uint_t                    transient;  /* levels from variables */
     void                         *tag;        /* its owner's, for reports */
 
@@ -166,6 +174,8 @@ static void ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool,
     int error);
 static void ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_linger(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_linger_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev);
@@ -304,6 +314,11 @@ ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     pool->keep = keep;
     pool->transient = transient;
     pool->free = 1;
+
+    pool->linger.handler = ngx_http_zk_lock_keep_linger_handler;
+    pool->linger.data = pool;
+    pool->linger.log = &s->log;
+    pool->linger.cancelable = 1;
 
     /* the lock is made, or found, by the pool's first node */
 
@@ -571,8 +586,8 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
         ngx_http_zk_lock_keep_tell(ticket);
 
         if (pool->lock->tickets == 0) {
-            /* served by a lease freed: the nodes queued for it are not */
-            ngx_http_zk_lock_keep_unqueue(pool);
+            /* served by a lease freed: the nodes queued for it wait */
+            ngx_http_zk_lock_keep_linger(pool);
         }
 
         return;
@@ -870,6 +885,31 @@ ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool)
 }
 
 
+/* the nodes queued for nobody go, unless a request comes meanwhile */
+
+static void
+ngx_http_zk_lock_keep_linger(ngx_http_zk_lock_pool_t *pool)
+{
+    if (pool->queued && !pool->linger.timer_set) {
+        ngx_add_timer(&pool->linger, NGX_HTTP_ZK_LOCK_KEEP_LINGER);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_keep_linger_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+
+    pool = ev->data;
+
+    if (pool->lock->tickets == 0) {
+        ngx_http_zk_lock_keep_unqueue(pool);
+        ngx_http_zk_lock_keep_gc(pool);
+    }
+}
+
+
 /* the request is done with its ticket (see recipe release()) */
 
 static void
@@ -891,7 +931,7 @@ ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
         pool->lock->tickets--;
 
         if (pool->lock->tickets == 0) {
-            ngx_http_zk_lock_keep_unqueue(pool);
+            ngx_http_zk_lock_keep_linger(pool);
         }
 
         break;
@@ -981,6 +1021,10 @@ ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool)
         return;
     }
 
+    if (pool->linger.timer_set) {
+        ngx_del_timer(&pool->linger);
+    }
+
     lock = pool->lock;
     lock->pool = NULL;
     lock->keep = 0;
@@ -1015,6 +1059,10 @@ ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock)
         }
 
         ngx_free(lease);
+    }
+
+    if (pool->linger.timer_set) {
+        ngx_del_timer(&pool->linger);
     }
 
     lock->pool = NULL;

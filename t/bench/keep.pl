@@ -4,6 +4,10 @@
 # from the same run, so compare ratios, not rates.
 #
 #   perl t/bench/keep.pl [--seconds 10] [--keep 1s] [--only a,b,c,d]
+#                        [--sessions N]
+#
+# --sessions N: "zk_sessions N" in every nginx (N workers keep a session
+# and take the locks of the others).
 #
 #   a. hot path: 1 nginx x 2 workers, leases=64 keep=, 32 connections, a
 #      static file: rate against the same location without a lock (>= 80%),
@@ -40,7 +44,9 @@ chdir "$FindBin::Bin/../.." or die "chdir: $!";
 my $seconds = 10;
 my $keep = '1s';
 my $only = 'a,b,c,d';
-GetOptions('seconds=i' => \$seconds, 'keep=s' => \$keep, 'only=s' => \$only)
+my $sessions = 0;
+GetOptions('seconds=i' => \$seconds, 'keep=s' => \$keep, 'only=s' => \$only,
+    'sessions=i' => \$sessions)
     or exit 2;
 my %run = map { $_ => 1 } split /,/, $only;
 
@@ -64,8 +70,10 @@ sub zxid {
 
 sub conf {
     my ($leases, $keep_param, $content) = @_;
+    my $zs = $sessions ? "zk_sessions $sessions;" : '';
     return <<"EOF";
     zk_hosts %%ZK%%;
+    $zs
     server {
         listen 127.0.0.1:%%PORT%%;
         access_log off;
