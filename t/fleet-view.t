@@ -115,6 +115,32 @@ subtest 'empty, and the formats' => sub {
     is($ng1->get('/fleet.json?format=xml')->{status}, 400, 'a bad format');
 };
 
+subtest 'nginx -t' => sub {
+    my ($rc, $out) = nginx_test_conf(<<'EOF');
+    zk_hosts 127.0.0.1:2181;
+    server { listen 127.0.0.1:%%PORT%%;
+        location = /f { zk_lock_fleet_view xml; } }
+EOF
+    isnt($rc, 0, 'a bad format is refused');
+    like($out, qr/invalid format "xml", must be "html" or "json"/, 'named');
+
+    ($rc, $out) = nginx_test_conf(<<'EOF');
+    zk_hosts 127.0.0.1:2181;
+    server { listen 127.0.0.1:%%PORT%%;
+        location = /f { zk_lock_fleet_view; zk_mutex /x; } }
+EOF
+    isnt($rc, 0, 'a lock where the view is: refused');
+    like($out, qr/the fleet view is never gated/, 'said why');
+
+    ($rc, $out) = nginx_test_conf(<<'EOF');
+    zk_hosts 127.0.0.1:2181;
+    server { listen 127.0.0.1:%%PORT%%;
+        zk_mutex /x;
+        location = /f { zk_lock_fleet_view json; } }
+EOF
+    is($rc, 0, 'a lock around it: nginx -t passes') or diag $out;
+};
+
 $be->reset;
 my @bg;
 
