@@ -20,6 +20,7 @@
 #include "ngx_http_zk_lock_metrics.h"
 #include "ngx_http_zk_lock_broker.h"
 #include "ngx_http_zk_lock_remote.h"
+#include "ngx_http_zk_lock_view.h"
 
 
 static void *ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf);
@@ -59,18 +60,6 @@ static void ngx_http_zk_lock_recount(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 
-
-
-/* the recipe of a literal lock path, and where it was first configured */
-typedef struct {
-    ngx_str_t                     name;
-    ngx_str_t                     counter;
-    ngx_uint_t                    leases;
-    ngx_str_t                     file;
-    ngx_uint_t                    line;
-    unsigned                      rw:1;
-    unsigned                      v2:1;
-} ngx_http_zk_lock_literal_t;
 
 
 static char *ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf,
@@ -239,6 +228,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
     { ngx_string("zk_lock_status_page"),
       NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
       ngx_http_zk_lock_status_page,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("zk_lock_fleet_view"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS|NGX_CONF_TAKE1,
+      ngx_http_zk_lock_fleet_view,
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
@@ -417,6 +413,7 @@ ngx_http_zk_lock_create_loc_conf(ngx_conf_t *cf)
      *
      *     conf->locks = NULL;
      *     conf->status_page = 0;
+     *     conf->fleet_view = 0;
      *     conf->off = 0;
      */
 
@@ -443,16 +440,22 @@ ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
      * does not: no lock of the levels around
      */
 
-    if ((conf->off || conf->status_page) && conf->locks) {
+    if ((conf->off || conf->status_page || conf->fleet_view) && conf->locks)
+    {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "a lock directive where %s",
                            conf->off ? "\"zk_lock off\" is set"
-                                     : "\"zk_lock_status_page\" is: "
-                                       "the status page is never gated");
+                           : conf->status_page
+                             ? "\"zk_lock_status_page\" is: "
+                               "the status page is never gated"
+                             : "\"zk_lock_fleet_view\" is: "
+                               "the fleet view is never gated");
         return NGX_CONF_ERROR;
     }
 
-    if (conf->locks == NULL && !conf->off && !conf->status_page) {
+    if (conf->locks == NULL && !conf->off && !conf->status_page
+        && !conf->fleet_view)
+    {
         conf->locks = prev->locks;
     }
 
@@ -1311,6 +1314,9 @@ ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
     }
 
     ngx_http_zk_lock_session_close(lmcf->session);
+
+    /* its last completions have run: the fleet view's snapshots can go */
+    ngx_http_zk_lock_view_exit();
 }
 
 

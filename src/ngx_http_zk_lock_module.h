@@ -121,7 +121,20 @@ typedef struct {
     ngx_uint_t                    status_page; /* 1: json, 2: prometheus */
     ngx_uint_t                    off;        /* zk_lock off */
     ngx_flag_t                    dry_run;    /* zk_lock_dry_run */
+    ngx_uint_t                    fleet_view; /* 1: html, 2: json */
 } ngx_http_zk_lock_loc_conf_t;
+
+
+/* the recipe of a literal lock path, and where it was first configured */
+typedef struct {
+    ngx_str_t                     name;
+    ngx_str_t                     counter;
+    ngx_uint_t                    leases;
+    ngx_str_t                     file;
+    ngx_uint_t                    line;
+    unsigned                      rw:1;
+    unsigned                      v2:1;
+} ngx_http_zk_lock_literal_t;
 
 
 /* the counters of a lock path as configured and a type of lock */

@@ -519,6 +519,17 @@ sub _missing {
                 || (run_cmd([$PYTHON, '-c', 'import kazoo.client'],
                         timeout => 30)->{rc} == 0
                     ? '' : "python module kazoo missing for $PYTHON");
+        } elsif ($what eq 'chromium') {
+            # a real browser for the HTML pages: t/fleet-view.t
+            $r = join '; ', grep { length }
+                (_find_in_path('chromium') ? '' : 'chromium not found'),
+                (_find_in_path('chromedriver')
+                    ? '' : 'chromedriver not found'),
+                (_missing('python') || run_cmd([$PYTHON, '-c',
+                        'import selenium.webdriver'], timeout => 30)->{rc} == 0
+                    ? '' : "python module selenium missing for $PYTHON");
+            $r .= ' (apt-get install chromium chromium-driver '
+                . 'python3-selenium)' if length $r;
         } elsif ($what eq 'module') {
             module_path();    # BAILs out itself on failure
         } else {

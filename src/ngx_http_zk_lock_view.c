@@ -1,0 +1,1340 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_zk_lock_module.h"
+#include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_listing.h"
+#include "ngx_http_zk_lock_counter.h"
+#include "ngx_http_zk_lock_recipe.h"
+#include "ngx_http_zk_lock_view.h"
+
+
+/*
+ * The fleet view reads each lock's children and their data from ZooKeeper,
+ * through the worker's session, into a snapshot that the worker owns: one
+ * read at a time, at most one a second, shared by every request that asks
+ * meanwhile.  A request that finds the snapshot old waits for the read in
+ * progress (bounded), and a read that ends wakes the requests still
+ * waiting; one gone meanwhile has unlinked itself from its pool's cleanup.
+ */
+
+
+/* the children whose data is read, per path, in the order of the queue */
+#define NGX_HTTP_ZK_LOCK_VIEW_MAX       100
+
+/* the bytes of a node's data kept: the module writes at most 256 */
+#define NGX_HTTP_ZK_LOCK_VIEW_DATA      512
+
+/* a snapshot younger than this is served as it is, ms */
+#define NGX_HTTP_ZK_LOCK_VIEW_EVERY     1000
+
+/* how long a request waits for a read, then gets the last snapshot, ms */
+#define NGX_HTTP_ZK_LOCK_VIEW_WAIT      3000
+
+
+typedef struct ngx_http_zk_lock_view_snap_s  ngx_http_zk_lock_view_snap_t;
+typedef struct ngx_http_zk_lock_view_lock_s  ngx_http_zk_lock_view_lock_t;
+
+
+/* a participant's node, as listed */
+
+typedef struct {
+    ngx_http_zk_lock_view_lock_t  *lock;
+    ngx_str_t                      name;
+    ngx_str_t                      data;
+    int64_t                        ctime;     /* ms, from its stat */
+    uint32_t                       seq;
+    ngx_uint_t                     writes;    /* write nodes ahead */
+    unsigned                       write:1;
+    unsigned                       read:1;    /* its data answered */
+    unsigned                       gone:1;    /* deleted since listed */
+} ngx_http_zk_lock_view_child_t;
+
+
+/* a lock path, as read */
+
+struct ngx_http_zk_lock_view_lock_s {
+    ngx_http_zk_lock_view_snap_t   *snap;
+    ngx_str_t                       path;     /* null-terminated */
+    const char                     *type;
+    ngx_uint_t                      leases;
+    ngx_uint_t                      total;    /* participants listed */
+    ngx_uint_t                      n;        /* of them, read */
+    ngx_http_zk_lock_view_child_t  *children;
+    int                             rc;       /* of the listing */
+    unsigned                        rw:1;     /* the read/write rule */
+    unsigned                        live:1;   /* not configured literally */
+};
+
+
+struct ngx_http_zk_lock_view_snap_s {
+    ngx_pool_t                     *pool;     /* the snapshot's memory */
+    ngx_array_t                     locks;    /* view_lock_t */
+    ngx_uint_t                      pending;  /* answers to come */
+    time_t                          time;     /* when it was read */
+    unsigned                        failed:1; /* an answer was no answer */
+};
+
+
+/* the worker's */
+
+typedef struct {
+    ngx_http_zk_lock_view_snap_t   *current;  /* the last complete one */
+    ngx_http_zk_lock_view_snap_t   *next;     /* being read */
+    ngx_msec_t                      done;     /* when current was */
+    ngx_uint_t                      reads;    /* complete ones */
+    ngx_queue_t                     waiters;  /* view_ctx_t */
+    ngx_http_zk_lock_main_conf_t   *lmcf;
+} ngx_http_zk_lock_view_t;
+
+
+/* a request waiting for a read */
+
+typedef struct {
+    ngx_queue_t                     queue;    /* in view.waiters */
+    ngx_http_request_t             *request;
+    ngx_event_t                     event;    /* woken, or its timer */
+    unsigned                        queued:1;
+    unsigned                        stale:1;  /* the read took too long */
+} ngx_http_zk_lock_view_ctx_t;
+
+
+static ngx_int_t ngx_http_zk_lock_view_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_view_add(ngx_http_zk_lock_view_snap_t *snap,
+    ngx_str_t *path, const char *suffix, const char *type, ngx_uint_t leases,
+    ngx_uint_t rw, ngx_uint_t live);
+static ngx_uint_t ngx_http_zk_lock_view_known(
+    ngx_http_zk_lock_view_snap_t *snap, u_char *path);
+static void ngx_http_zk_lock_view_listed(int rc,
+    const struct String_vector *strings, const void *data);
+static void ngx_http_zk_lock_view_data(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
+static void ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap);
+static void ngx_http_zk_lock_view_wake(ngx_event_t *ev);
+static void ngx_http_zk_lock_view_cleanup(void *data);
+static ngx_int_t ngx_http_zk_lock_view_send(ngx_http_request_t *r,
+    ngx_uint_t stale);
+static ngx_int_t ngx_http_zk_lock_view_send_html(ngx_http_request_t *r);
+static size_t ngx_http_zk_lock_view_size(ngx_http_zk_lock_view_snap_t *snap);
+static u_char *ngx_http_zk_lock_view_json(u_char *p,
+    ngx_http_zk_lock_view_snap_t *snap, ngx_uint_t stale);
+static u_char *ngx_http_zk_lock_view_lock_json(u_char *p,
+    ngx_http_zk_lock_view_lock_t *lock);
+static u_char *ngx_http_zk_lock_view_node_json(u_char *p,
+    ngx_http_zk_lock_view_child_t *child);
+static const char *ngx_http_zk_lock_view_state(ngx_http_zk_lock_session_t *s);
+static u_char *ngx_http_zk_lock_view_escape(u_char *dst, u_char *src,
+    size_t len);
+
+
+/* the node data the module writes, see eval_info() and keep_queue() */
+
+typedef struct {
+    ngx_str_t                       host;
+    ngx_str_t                       pid;
+    ngx_str_t                       since;
+    ngx_str_t                       method;
+    ngx_str_t                       uri;
+    ngx_str_t                       kept;     /* "<n>ms" */
+} ngx_http_zk_lock_view_info_t;
+
+static ngx_int_t ngx_http_zk_lock_view_parse(ngx_str_t *data,
+    ngx_http_zk_lock_view_info_t *info);
+
+
+static ngx_http_zk_lock_view_t  ngx_http_zk_lock_view;
+
+
+static ngx_str_t  ngx_http_zk_lock_view_page;
+
+
+/* zk_lock_fleet_view [html|json] */
+
+char *
+ngx_http_zk_lock_fleet_view(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_zk_lock_loc_conf_t *llcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (llcf->fleet_view) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    llcf->fleet_view = NGX_HTTP_ZK_LOCK_VIEW_HTML;
+
+    if (cf->args->nelts == 2) {
+        if (ngx_strcmp(value[1].data, "json") == 0) {
+            llcf->fleet_view = NGX_HTTP_ZK_LOCK_VIEW_JSON;
+
+        } else if (ngx_strcmp(value[1].data, "html") != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid format \"%V\", must be \"html\" or "
+                               "\"json\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_zk_lock_view_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_view_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                      rc;
+    ngx_str_t                      format;
+    ngx_uint_t                     html;
+    ngx_pool_cleanup_t            *cln;
+    ngx_http_zk_lock_view_t       *view;
+    ngx_http_zk_lock_session_t    *s;
+    ngx_http_zk_lock_view_ctx_t   *ctx;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
+
+    if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    html = (llcf->fleet_view == NGX_HTTP_ZK_LOCK_VIEW_HTML);
+
+    if (ngx_http_arg(r, (u_char *) "format", 6, &format) == NGX_OK) {
+        if (format.len == 4 && ngx_strncmp(format.data, "html", 4) == 0) {
+            html = 1;
+
+        } else if (format.len == 4 && ngx_strncmp(format.data, "json", 4) == 0)
+        {
+            html = 0;
+
+        } else {
+            return NGX_HTTP_BAD_REQUEST;
+        }
+    }
+
+    /* the page reads the JSON itself, from the same location */
+
+    if (html) {
+        return ngx_http_zk_lock_view_send_html(r);
+    }
+
+    view = &ngx_http_zk_lock_view;
+
+    if (view->lmcf == NULL) {
+        view->lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+        ngx_queue_init(&view->waiters);
+    }
+
+    s = view->lmcf->session;
+
+    /* no session to read through: what is known, at once */
+
+    if (s == NULL || s->brokered || s->exiting
+        || !ngx_http_zk_lock_session_usable(s))
+    {
+        return ngx_http_zk_lock_view_send(r, 1);
+    }
+
+    if (view->current
+        && ngx_current_msec - view->done < NGX_HTTP_ZK_LOCK_VIEW_EVERY)
+    {
+        return ngx_http_zk_lock_view_send(r, 0);
+    }
+
+    if (view->next == NULL) {
+        if (ngx_http_zk_lock_view_refresh(s) != NGX_OK) {
+            return ngx_http_zk_lock_view_send(r, 1);
+        }
+
+        if (view->next == NULL) {
+            /* nothing was asked of ZooKeeper: done already */
+            return ngx_http_zk_lock_view_send(r, 0);
+        }
+    }
+
+    /* waits for the read in progress */
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_zk_lock_view_ctx_t));
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->request = r;
+    ctx->event.handler = ngx_http_zk_lock_view_wake;
+    ctx->event.data = ctx;
+    ctx->event.log = r->connection->log;
+
+    /*
+     * The cleanup unlinks a request that goes while it waits: a client
+     * that closes, a worker that ends it.  The timer is not cancelable:
+     * a worker shutting down gracefully answers the request first.
+     */
+
+    cln->handler = ngx_http_zk_lock_view_cleanup;
+    cln->data = ctx;
+
+    ngx_queue_insert_tail(&view->waiters, &ctx->queue);
+    ctx->queued = 1;
+
+    ngx_add_timer(&ctx->event, NGX_HTTP_ZK_LOCK_VIEW_WAIT);
+
+    if (!r->discard_body) {
+        /* to hear of a client that closes while it waits */
+        r->read_event_handler = ngx_http_test_reading;
+    }
+
+    r->main->count++;
+
+    return NGX_DONE;
+}
+
+
+/*
+ * A new snapshot: every literal path configured, and the paths from
+ * variables that requests of this worker use now; first the list, so
+ * that the answers can point into it, then the listings.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s)
+{
+    int                            rc;
+    ngx_uint_t                     i, leases, rw;
+    ngx_pool_t                    *pool;
+    ngx_queue_t                   *q;
+    const char                    *type;
+    ngx_http_zk_lock_t            *zl;
+    ngx_http_zk_lock_node_t       *node;
+    ngx_http_zk_lock_literal_t    *lit;
+    ngx_http_zk_lock_counter_t    *counter;
+    ngx_http_zk_lock_view_t       *view;
+    ngx_http_zk_lock_view_lock_t  *lock;
+    ngx_http_zk_lock_view_snap_t  *snap;
+    ngx_str_t                      path;
+
+    view = &ngx_http_zk_lock_view;
+
+    pool = ngx_create_pool(4096, &s->log);
+    if (pool == NULL) {
+        return NGX_ERROR;
+    }
+
+    snap = ngx_pcalloc(pool, sizeof(ngx_http_zk_lock_view_snap_t));
+    if (snap == NULL) {
+        goto failed;
+    }
+
+    snap->pool = pool;
+    snap->time = ngx_time();
+
+    if (ngx_array_init(&snap->locks, pool, 8,
+                       sizeof(ngx_http_zk_lock_view_lock_t))
+        != NGX_OK)
+    {
+        goto failed;
+    }
+
+    lit = view->lmcf->literals ? view->lmcf->literals->elts : NULL;
+
+    for (i = 0; lit && i < view->lmcf->literals->nelts; i++) {
+
+        /* the count as the fleet shares it, the default while unknown */
+
+        leases = lit[i].leases;
+
+        if (lit[i].counter.len) {
+            counter = ngx_http_zk_lock_counter(s, &lit[i].counter);
+
+            if (counter && counter->value) {
+                leases = counter->value;
+            }
+        }
+
+        if (lit[i].rw) {
+            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL,
+                                           "rwlock", 0, 1, 0);
+
+        } else if (lit[i].v2) {
+            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, "/leases",
+                                           "semaphore v2", leases, 0, 0);
+            if (rc == NGX_OK) {
+                /* its queue to create a lease: Curator's internal mutex */
+                rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, "/locks",
+                                               "semaphore v2 mutex", 1, 0, 0);
+            }
+
+        } else {
+            type = (leases == 1 && lit[i].counter.len == 0)
+                   ? "mutex" : "semaphore";
+            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL, type,
+                                           leases, 0, 0);
+        }
+
+        if (rc != NGX_OK) {
+            goto failed;
+        }
+    }
+
+    for (q = ngx_queue_head(&s->all);
+         q != ngx_queue_sentinel(&s->all);
+         q = ngx_queue_next(q))
+    {
+        zl = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
+
+        if (ngx_queue_empty(&zl->nodes)
+            || ngx_http_zk_lock_view_known(snap, zl->path))
+        {
+            continue;
+        }
+
+        /* the recipe is the one of its nodes: one per path */
+
+        node = ngx_queue_data(ngx_queue_head(&zl->nodes),
+                              ngx_http_zk_lock_node_t, queue);
+
+        leases = ngx_http_zk_lock_recipe_leases(node);
+        rw = (node->kind == NGX_HTTP_ZK_LOCK_READ
+              || node->kind == NGX_HTTP_ZK_LOCK_WRITE);
+
+        type = rw ? "rwlock"
+               : (node->kind == NGX_HTTP_ZK_LOCK_COUNT) ? "semaphore v2"
+               : (leases == 1) ? "mutex" : "semaphore";
+
+        path.data = zl->path;
+        path.len = ngx_strlen(zl->path);
+
+        if (ngx_http_zk_lock_view_add(snap, &path, NULL, type, leases, rw, 1)
+            != NGX_OK)
+        {
+            goto failed;
+        }
+    }
+
+    /* the list is complete: the answers may now point into it */
+
+    ngx_http_zk_lock_session_batch(s);
+
+    lock = snap->locks.elts;
+
+    for (i = 0; i < snap->locks.nelts; i++) {
+        lock[i].snap = snap;
+
+        rc = zoo_aget_children(s->zh, (char *) lock[i].path.data, 0,
+                               ngx_http_zk_lock_view_listed, &lock[i]);
+
+        if (rc != ZOK) {
+            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                          "zoo_aget_children(\"%V\") failed (%d: %s)",
+                          &lock[i].path, rc, zerror(rc));
+            lock[i].rc = rc;
+            snap->failed = 1;
+            continue;
+        }
+
+        snap->pending++;
+    }
+
+    view->next = snap;
+
+    if (snap->pending == 0) {
+        ngx_http_zk_lock_view_answered(snap);
+    }
+
+    return NGX_OK;
+
+failed:
+
+    ngx_destroy_pool(pool);
+    return NGX_ERROR;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_view_add(ngx_http_zk_lock_view_snap_t *snap, ngx_str_t *path,
+    const char *suffix, const char *type, ngx_uint_t leases, ngx_uint_t rw,
+    ngx_uint_t live)
+{
+    size_t                         len;
+    ngx_http_zk_lock_view_lock_t  *lock;
+
+    lock = ngx_array_push(&snap->locks);
+    if (lock == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(lock, sizeof(ngx_http_zk_lock_view_lock_t));
+
+    len = suffix ? ngx_strlen(suffix) : 0;
+
+    lock->path.data = ngx_pnalloc(snap->pool, path->len + len + 1);
+    if (lock->path.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    lock->path.len = ngx_sprintf(lock->path.data, "%V%s", path,
+                                 suffix ? suffix : "")
+                     - lock->path.data;
+    lock->path.data[lock->path.len] = '\0';
+
+    lock->type = type;
+    lock->leases = leases;
+    lock->rw = rw;
+    lock->live = live;
+
+    return NGX_OK;
+}
+
+
+static ngx_uint_t
+ngx_http_zk_lock_view_known(ngx_http_zk_lock_view_snap_t *snap, u_char *path)
+{
+    ngx_uint_t                     i;
+    ngx_http_zk_lock_view_lock_t  *lock;
+
+    lock = snap->locks.elts;
+
+    for (i = 0; i < snap->locks.nelts; i++) {
+        if (ngx_strcmp(lock[i].path.data, path) == 0) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+static void
+ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
+    const void *data)
+{
+    ngx_http_zk_lock_view_lock_t *lock = (ngx_http_zk_lock_view_lock_t *) data;
+
+    int                             erc;
+    u_char                         *p;
+    ngx_uint_t                      i, n;
+    ngx_http_zk_lock_child_t       *sorted;
+    ngx_http_zk_lock_session_t     *s;
+    ngx_http_zk_lock_view_snap_t   *snap;
+    ngx_http_zk_lock_view_child_t  *child;
+    u_char                          buf[NGX_HTTP_ZK_LOCK_BUF_LEN + 16];
+
+    snap = lock->snap;
+    s = ngx_http_zk_lock_view.lmcf->session;
+
+    snap->pending--;
+
+    if (s->exiting) {
+        return;
+    }
+
+    lock->rc = rc;
+
+    if (rc == ZNONODE || (rc == ZOK && (strings == NULL || !strings->count)))
+    {
+        /* nobody there */
+        lock->rc = ZOK;
+        goto done;
+    }
+
+    if (rc != ZOK) {
+        snap->failed = 1;
+        goto done;
+    }
+
+    n = strings->count;
+
+    sorted = ngx_alloc(n * sizeof(ngx_http_zk_lock_child_t), &s->log);
+    if (sorted == NULL) {
+        snap->failed = 1;
+        goto done;
+    }
+
+    /* in the order of the queue, as Curator sorts: others last */
+
+    (void) ngx_http_zk_lock_listing_sort(sorted, strings->data, n);
+
+    for (i = 0; i < n; i++) {
+        if (sorted[i].seq == NGX_HTTP_ZK_LOCK_SEQ_NONE) {
+            break;
+        }
+    }
+
+    lock->total = i;
+    lock->n = ngx_min(i, NGX_HTTP_ZK_LOCK_VIEW_MAX);
+
+    lock->children = ngx_pcalloc(snap->pool,
+                            lock->n * sizeof(ngx_http_zk_lock_view_child_t));
+
+    if (lock->n && lock->children == NULL) {
+        ngx_free(sorted);
+        snap->failed = 1;
+        goto done;
+    }
+
+    ngx_http_zk_lock_session_batch(s);
+
+    for (i = 0; i < lock->n; i++) {
+        child = &lock->children[i];
+
+        child->lock = lock;
+        child->seq = sorted[i].seq;
+        child->write = sorted[i].write ? 1 : 0;
+        child->writes = sorted[i].writes;
+
+        child->name.data = ngx_pnalloc(snap->pool, sorted[i].len + 1);
+        if (child->name.data == NULL) {
+            snap->failed = 1;
+            continue;
+        }
+
+        child->name.len = sorted[i].len;
+        ngx_memcpy(child->name.data, sorted[i].name, sorted[i].len);
+        child->name.data[child->name.len] = '\0';
+
+        p = ngx_snprintf(buf, sizeof(buf) - 1, "%V/%V", &lock->path,
+                         &child->name);
+        *p = '\0';
+
+        erc = zoo_aget(s->zh, (char *) buf, 0, ngx_http_zk_lock_view_data,
+                       child);
+
+        if (erc != ZOK) {
+            snap->failed = 1;
+            continue;
+        }
+
+        snap->pending++;
+    }
+
+    ngx_free(sorted);
+
+done:
+
+    if (snap->pending == 0) {
+        ngx_http_zk_lock_view_answered(snap);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_view_data(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_view_child_t *child =
+                                        (ngx_http_zk_lock_view_child_t *) data;
+
+    size_t                         len;
+    ngx_http_zk_lock_view_snap_t  *snap;
+
+    snap = child->lock->snap;
+
+    snap->pending--;
+
+    if (ngx_http_zk_lock_view.lmcf->session->exiting) {
+        return;
+    }
+
+    if (rc == ZOK) {
+        child->read = 1;
+
+        if (stat) {
+            child->ctime = stat->ctime;
+        }
+
+        if (value && value_len > 0) {
+            len = ngx_min((size_t) value_len, NGX_HTTP_ZK_LOCK_VIEW_DATA);
+
+            child->data.data = ngx_pnalloc(snap->pool, len);
+            if (child->data.data) {
+                ngx_memcpy(child->data.data, value, len);
+                child->data.len = len;
+            }
+        }
+
+    } else if (rc == ZNONODE) {
+        /* released between the listing and this read */
+        child->gone = 1;
+
+    } else {
+        snap->failed = 1;
+    }
+
+    if (snap->pending == 0) {
+        ngx_http_zk_lock_view_answered(snap);
+    }
+}
+
+
+/*
+ * The read is over: a complete one replaces the snapshot; one that lost
+ * answers (the connection went) is dropped, and the last stays.  Either
+ * way the requests that waited are answered, each from its own event.
+ */
+
+static void
+ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
+{
+    ngx_queue_t                  *q;
+    ngx_http_zk_lock_view_t      *view;
+    ngx_http_zk_lock_view_ctx_t  *ctx;
+
+    view = &ngx_http_zk_lock_view;
+    view->next = NULL;
+
+    if (snap->failed) {
+        ngx_destroy_pool(snap->pool);
+
+    } else {
+        if (view->current) {
+            ngx_destroy_pool(view->current->pool);
+        }
+
+        view->current = snap;
+        view->done = ngx_current_msec;
+        view->reads++;
+    }
+
+    while (!ngx_queue_empty(&view->waiters)) {
+        q = ngx_queue_head(&view->waiters);
+        ngx_queue_remove(q);
+
+        ctx = ngx_queue_data(q, ngx_http_zk_lock_view_ctx_t, queue);
+        ctx->queued = 0;
+        ctx->stale = snap->failed;
+
+        if (ctx->event.timer_set) {
+            ngx_del_timer(&ctx->event);
+        }
+
+        ngx_post_event(&ctx->event, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_view_wake(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_view_ctx_t *ctx = ev->data;
+
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    r = ctx->request;
+    c = r->connection;
+
+    if (ctx->queued) {
+        /* the timer: the read took too long, the last snapshot is served */
+        ngx_queue_remove(&ctx->queue);
+        ctx->queued = 0;
+        ctx->stale = 1;
+    }
+
+    ngx_http_set_log_request(c->log, r);
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
+                   "zk lock view: answered, stale:%ui",
+                   (ngx_uint_t) ctx->stale);
+
+    ngx_http_finalize_request(r, ngx_http_zk_lock_view_send(r, ctx->stale));
+    ngx_http_run_posted_requests(c);
+}
+
+
+static void
+ngx_http_zk_lock_view_cleanup(void *data)
+{
+    ngx_http_zk_lock_view_ctx_t *ctx = data;
+
+    if (ctx->queued) {
+        ngx_queue_remove(&ctx->queue);
+        ctx->queued = 0;
+    }
+
+    if (ctx->event.timer_set) {
+        ngx_del_timer(&ctx->event);
+    }
+
+    if (ctx->event.posted) {
+        ngx_delete_posted_event(&ctx->event);
+    }
+}
+
+
+/* the worker exits, its session is closed: no answer is to come */
+
+void
+ngx_http_zk_lock_view_exit(void)
+{
+    ngx_http_zk_lock_view_t  *view;
+
+    view = &ngx_http_zk_lock_view;
+
+    if (view->next && view->next->pending == 0) {
+        ngx_destroy_pool(view->next->pool);
+        view->next = NULL;
+    }
+
+    if (view->current) {
+        ngx_destroy_pool(view->current->pool);
+        view->current = NULL;
+    }
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_view_send(ngx_http_request_t *r, ngx_uint_t stale)
+{
+    size_t                         size;
+    ngx_int_t                      rc;
+    ngx_buf_t                     *b;
+    ngx_chain_t                    out;
+    ngx_http_zk_lock_view_snap_t  *snap;
+
+    snap = ngx_http_zk_lock_view.current;
+
+    size = ngx_http_zk_lock_view_size(snap);
+
+    b = ngx_create_temp_buf(r->pool, size);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->last = ngx_http_zk_lock_view_json(b->last, snap, stale);
+
+    if ((size_t) (b->last - b->pos) > size) {
+        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                      "zk lock fleet view: buffer overrun");
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = b->last - b->pos;
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_view_send_html(ngx_http_request_t *r)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    ngx_str_set(&r->headers_out.content_type, "text/html; charset=utf-8");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = ngx_http_zk_lock_view_page.len;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->pos = ngx_http_zk_lock_view_page.data;
+    b->last = b->pos + ngx_http_zk_lock_view_page.len;
+    b->memory = 1;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+/* a bound of the JSON, as written: each text escaped at most 6 times */
+
+static size_t
+ngx_http_zk_lock_view_size(ngx_http_zk_lock_view_snap_t *snap)
+{
+    size_t                          size;
+    ngx_uint_t                      i, j;
+    ngx_http_zk_lock_view_lock_t   *lock;
+    ngx_http_zk_lock_view_child_t  *child;
+
+    size = 1024 + 6 * ngx_cycle->hostname.len;
+
+    if (snap == NULL) {
+        return size;
+    }
+
+    lock = snap->locks.elts;
+
+    for (i = 0; i < snap->locks.nelts; i++) {
+        size += 512 + 6 * lock[i].path.len;
+
+        child = lock[i].children;
+
+        for (j = 0; j < lock[i].n; j++) {
+            /* the data's fields, and the data itself for a foreign one */
+            size += 512 + 6 * child[j].name.len + 12 * child[j].data.len;
+        }
+    }
+
+    return size;
+}
+
+
+static u_char *
+ngx_http_zk_lock_view_json(u_char *p, ngx_http_zk_lock_view_snap_t *snap,
+    ngx_uint_t stale)
+{
+    ngx_uint_t                     i;
+    ngx_http_zk_lock_view_lock_t  *lock;
+    ngx_http_zk_lock_session_t    *s;
+
+    s = ngx_http_zk_lock_view.lmcf ? ngx_http_zk_lock_view.lmcf->session
+                                   : NULL;
+
+    p = ngx_sprintf(p, "{\"version\":\"" NGX_HTTP_ZK_LOCK_VERSION "\","
+                    "\"hostname\":\"");
+    p = ngx_http_zk_lock_view_escape(p, ngx_cycle->hostname.data,
+                                     ngx_cycle->hostname.len);
+
+    p = ngx_sprintf(p, "\",\"pid\":%P,\"session\":\"%s\",\"stale\":%s,"
+                    "\"max_children\":%d,",
+                    ngx_pid, ngx_http_zk_lock_view_state(s),
+                    (stale || snap == NULL) ? "true" : "false",
+                    NGX_HTTP_ZK_LOCK_VIEW_MAX);
+
+    if (snap == NULL) {
+        return ngx_sprintf(p, "\"reads\":0,\"read_at\":null,"
+                           "\"age_ms\":null,"
+                           "\"locks\":[]}\n");
+    }
+
+    p = ngx_sprintf(p, "\"reads\":%ui,\"read_at\":%T,\"age_ms\":%M,"
+                    "\"locks\":[",
+                    ngx_http_zk_lock_view.reads, snap->time,
+                    (ngx_msec_t) (ngx_current_msec
+                                  - ngx_http_zk_lock_view.done));
+
+    lock = snap->locks.elts;
+
+    for (i = 0; i < snap->locks.nelts; i++) {
+        if (i) {
+            *p++ = ',';
+        }
+
+        p = ngx_http_zk_lock_view_lock_json(p, &lock[i]);
+    }
+
+    return ngx_sprintf(p, "]}\n");
+}
+
+
+static u_char *
+ngx_http_zk_lock_view_lock_json(u_char *p, ngx_http_zk_lock_view_lock_t *lock)
+{
+    ngx_uint_t                      i, holds, holders, waiting;
+    ngx_http_zk_lock_view_child_t  *child;
+
+    p = ngx_sprintf(p, "{\"path\":\"");
+    p = ngx_http_zk_lock_view_escape(p, lock->path.data, lock->path.len);
+    p = ngx_sprintf(p, "\",\"type\":\"%s\",", lock->type);
+
+    if (lock->rw) {
+        p = ngx_sprintf(p, "\"leases\":null,");
+
+    } else {
+        p = ngx_sprintf(p, "\"leases\":%ui,", lock->leases);
+    }
+
+    p = ngx_sprintf(p, "\"source\":\"%s\",\"error\":",
+                    lock->live ? "live" : "configured");
+
+    if (lock->rc != ZOK) {
+        p = ngx_sprintf(p, "\"%s\",", zerror(lock->rc));
+
+    } else {
+        p = ngx_sprintf(p, "null,");
+    }
+
+    p = ngx_sprintf(p, "\"participants\":%ui,\"shown\":%ui,"
+                    "\"truncated\":%s,\"nodes\":[",
+                    lock->total, lock->n,
+                    (lock->n < lock->total) ? "true" : "false");
+
+    holders = 0;
+    waiting = 0;
+
+    for (i = 0; i < lock->n; i++) {
+        child = &lock->children[i];
+
+        /*
+         * Curator's rules: a writer holds when first, a reader when no
+         * writer is ahead; a lease among the first "leases" nodes
+         */
+
+        if (lock->rw) {
+            holds = child->write ? (i == 0) : (child->writes == 0);
+
+        } else {
+            holds = (i < lock->leases);
+        }
+
+        if (holds) {
+            holders++;
+
+        } else {
+            waiting++;
+        }
+
+        p = ngx_sprintf(p, "%s{\"position\":%ui,\"state\":\"%s\","
+                        "\"queue\":%ui,",
+                        i ? "," : "", i + 1,
+                        holds ? "holding" : "waiting",
+                        holds ? 0 : waiting);
+
+        p = ngx_http_zk_lock_view_node_json(p, child);
+    }
+
+    return ngx_sprintf(p, "],\"holders\":%ui,\"waiting\":%ui}",
+                       holders, waiting);
+}
+
+
+static u_char *
+ngx_http_zk_lock_view_node_json(u_char *p,
+    ngx_http_zk_lock_view_child_t *child)
+{
+    const char                    *kind;
+    ngx_http_zk_lock_view_info_t   info;
+
+    kind = child->write ? "write"
+           : ngx_strstr(child->name.data, "__READ__") ? "read"
+           : ngx_strstr(child->name.data, "-lease-") ? "lease" : "lock";
+
+    p = ngx_sprintf(p, "\"node\":\"");
+    p = ngx_http_zk_lock_view_escape(p, child->name.data, child->name.len);
+    p = ngx_sprintf(p, "\",\"seq\":%uD,\"kind\":\"%s\",\"gone\":%s,"
+                    "\"created\":%L,",
+                    child->seq, kind, child->gone ? "true" : "false",
+                    child->ctime);
+
+    if (!child->read) {
+        return ngx_sprintf(p, "\"client\":null,\"kept\":false}");
+    }
+
+    if (ngx_http_zk_lock_view_parse(&child->data, &info) != NGX_OK) {
+
+        /* Curator writes the client's address, or what it was told */
+
+        p = ngx_sprintf(p, "\"client\":\"curator\",\"kept\":false,"
+                        "\"data\":\"");
+        p = ngx_http_zk_lock_view_escape(p, child->data.data,
+                                         child->data.len);
+        return ngx_sprintf(p, "\"}");
+    }
+
+    p = ngx_sprintf(p, "\"client\":\"nginx\",\"kept\":%s,\"host\":\"",
+                    info.kept.len ? "true" : "false");
+    p = ngx_http_zk_lock_view_escape(p, info.host.data, info.host.len);
+    p = ngx_sprintf(p, "\",\"pid\":%V,\"since\":\"", &info.pid);
+    p = ngx_http_zk_lock_view_escape(p, info.since.data, info.since.len);
+
+    if (info.kept.len) {
+        p = ngx_sprintf(p, "\",\"kept_for\":\"");
+        p = ngx_http_zk_lock_view_escape(p, info.kept.data, info.kept.len);
+        return ngx_sprintf(p, "\"}");
+    }
+
+    p = ngx_sprintf(p, "\",\"method\":\"");
+    p = ngx_http_zk_lock_view_escape(p, info.method.data, info.method.len);
+    p = ngx_sprintf(p, "\",\"uri\":\"");
+    p = ngx_http_zk_lock_view_escape(p, info.uri.data, info.uri.len);
+
+    return ngx_sprintf(p, "\"}");
+}
+
+
+/*
+ * "<host> pid <pid> since <iso8601> <method> <uri>", or, for a lease a
+ * worker keeps, "<host> pid <pid> since <iso8601> kept for <n>ms idle"
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_view_parse(ngx_str_t *data,
+    ngx_http_zk_lock_view_info_t *info)
+{
+    u_char  *p, *q, *last;
+
+    ngx_memzero(info, sizeof(ngx_http_zk_lock_view_info_t));
+
+    if (data->len == 0) {
+        return NGX_DECLINED;
+    }
+
+    p = data->data;
+    last = p + data->len;
+
+    q = ngx_strlcasestrn(p, last, (u_char *) " pid ", 5 - 1);
+    if (q == NULL || q == p) {
+        return NGX_DECLINED;
+    }
+
+    info->host.data = p;
+    info->host.len = q - p;
+
+    p = q + 5;
+    info->pid.data = p;
+
+    while (p < last && *p >= '0' && *p <= '9') {
+        p++;
+    }
+
+    info->pid.len = p - info->pid.data;
+
+    if (info->pid.len == 0 || info->pid.len > NGX_INT64_LEN
+        || last - p < 7 || ngx_strncmp(p, " since ", 7) != 0)
+    {
+        return NGX_DECLINED;
+    }
+
+    p += 7;
+    info->since.data = p;
+
+    while (p < last && *p != ' ') {
+        p++;
+    }
+
+    info->since.len = p - info->since.data;
+
+    if (info->since.len == 0 || p == last) {
+        return NGX_DECLINED;
+    }
+
+    p++;
+
+    if (last - p > 9 && ngx_strncmp(p, "kept for ", 9) == 0) {
+        p += 9;
+        q = ngx_strlchr(p, last, ' ');
+
+        info->kept.data = p;
+        info->kept.len = (q ? q : last) - p;
+
+        return info->kept.len ? NGX_OK : NGX_DECLINED;
+    }
+
+    q = ngx_strlchr(p, last, ' ');
+    if (q == NULL || q == p) {
+        return NGX_DECLINED;
+    }
+
+    info->method.data = p;
+    info->method.len = q - p;
+
+    info->uri.data = q + 1;
+    info->uri.len = last - (q + 1);
+
+    return NGX_OK;
+}
+
+
+static const char *
+ngx_http_zk_lock_view_state(ngx_http_zk_lock_session_t *s)
+{
+    if (s == NULL) {
+        return "none";
+    }
+
+    if (s->brokered) {
+        /* zk_sessions: a sibling's session serves this worker */
+        return "brokered";
+    }
+
+    return ngx_http_zk_lock_session_usable(s) ? "connected" : "down";
+}
+
+
+/*
+ * JSON text from any bytes: UTF-8 as it is, other bytes and controls as
+ * \u00XX, at most 6 bytes for one
+ */
+
+static u_char *
+ngx_http_zk_lock_view_escape(u_char *dst, u_char *src, size_t len)
+{
+    u_char    *p, *q, *last;
+    uint32_t   c;
+
+    static u_char  hex[] = "0123456789abcdef";
+
+    p = src;
+    last = src + len;
+
+    while (p < last) {
+
+        if (*p >= 0x80) {
+            q = p;
+            c = ngx_utf8_decode(&q, last - p);
+
+            if (c <= 0x10ffff) {
+                dst = ngx_cpymem(dst, p, q - p);
+                p = q;
+                continue;
+            }
+
+        } else if (*p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f) {
+            *dst++ = *p++;
+            continue;
+
+        } else if (*p == '"' || *p == '\\') {
+            *dst++ = '\\';
+            *dst++ = *p++;
+            continue;
+        }
+
+        *dst++ = '\\';
+        *dst++ = 'u';
+        *dst++ = '0';
+        *dst++ = '0';
+        *dst++ = hex[*p >> 4];
+        *dst++ = hex[*p & 0xf];
+        p++;
+    }
+
+    return dst;
+}
+
+
+/*
+ * The page: no external assets, it reads the JSON from its own location
+ * every 2 seconds and draws one table per lock
+ */
+
+static ngx_str_t  ngx_http_zk_lock_view_page = ngx_string(
+"<!DOCTYPE html>\n"
+"<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+"<title>zk lock fleet view</title>\n"
+"<style>\n"
+"body{font:14px/1.4 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;"
+"margin:0;background:#f4f5f7;color:#222}\n"
+"header{background:#1f2d3d;color:#fff;padding:10px 16px}\n"
+"header h1{font-size:18px;margin:0 0 4px}\n"
+"header .meta span{margin-right:18px}\n"
+".up{color:#7ee787}.down{color:#ff7b72;font-weight:bold}\n"
+"main{padding:8px 16px}\n"
+"section{background:#fff;border:1px solid #d0d7de;border-radius:6px;"
+"margin:12px 0;padding:8px 12px}\n"
+"section h2{font-size:15px;margin:2px 0 6px;font-family:monospace}\n"
+"section h2 small{font-family:sans-serif;font-weight:normal;color:#57606a;"
+"margin-left:10px}\n"
+"table{border-collapse:collapse;width:100%}\n"
+"th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #eaeef2;"
+"white-space:nowrap}\n"
+"th{background:#f6f8fa;font-weight:600}\n"
+"td.node{font-family:monospace;font-size:12px;color:#57606a}\n"
+"tr.hold td{background:#dafbe1}\n"
+"tr.hold td.state{color:#116329;font-weight:bold}\n"
+"tr.wait td.state{color:#9a6700}\n"
+"tr.kept td.state{color:#0550ae}\n"
+".note{color:#57606a;font-style:italic}\n"
+".err{color:#cf222e}\n"
+"</style></head>\n"
+"<body><header><h1>zk lock fleet view</h1>\n"
+"<div class=\"meta\"><span id=\"who\"></span><span id=\"session\"></span>"
+"<span id=\"read\"></span></div></header>\n"
+"<main id=\"locks\"><p class=\"note\">loading&hellip;</p></main>\n"
+"<script>\n"
+"(function(){\n"
+"var url=location.pathname+'?format=json',n=0;\n"
+"function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;"
+"if(x!==undefined&&x!==null)e.textContent=String(x);return e}\n"
+"function row(tr,cells){cells.forEach(function(c){"
+"tr.appendChild(el('td',c[0],c[1]))})}\n"
+"function who(d){if(d.client==='nginx')return d.host;"
+"if(d.client==='curator')return d.data||'';return ''}\n"
+"function draw(j){\n"
+"document.getElementById('who').textContent="
+"'nginx '+j.hostname+' pid '+j.pid+' \\u00b7 module '+j.version;\n"
+"var s=document.getElementById('session');\n"
+"s.textContent='session: '+j.session+(j.stale?' (stale)':'');\n"
+"s.className=j.session==='connected'&&!j.stale?'up':'down';\n"
+"document.getElementById('read').textContent=j.read_at?"
+"'read '+new Date(j.read_at*1000).toLocaleTimeString()+"
+"' ('+j.age_ms+' ms ago)':'never read';\n"
+"var m=document.getElementById('locks');m.textContent='';\n"
+"if(!j.locks.length)m.appendChild(el('p','note','no lock to show'));\n"
+"j.locks.forEach(function(l){\n"
+"var sec=el('section');sec.setAttribute('data-path',l.path);\n"
+"var h=el('h2',null,l.path);h.appendChild(el('small',null,l.type+"
+"(l.leases!==null?', '+l.leases+' lease'+(l.leases===1?'':'s'):'')+"
+"' \\u00b7 '+l.holders+' holding, '+l.waiting+' waiting'+"
+"(l.source==='live'?' \\u00b7 live in this worker':'')));\n"
+"sec.appendChild(h);\n"
+"if(l.error)sec.appendChild(el('p','err','error: '+l.error));\n"
+"if(l.truncated)sec.appendChild(el('p','note','the first '+l.shown+"
+"' of '+l.participants+' nodes are shown'));\n"
+"var t=el('table'),hr=el('tr');\n"
+"['#','state','client','host','pid','since','request','node']"
+".forEach(function(x){hr.appendChild(el('th',null,x))});\n"
+"t.appendChild(hr);\n"
+"l.nodes.forEach(function(d){\n"
+"var hold=d.state==='holding',tr=el('tr',(hold?'hold':'wait')+"
+"(d.kept?' kept':''));\n"
+"var st=hold?'holds':'waits #'+d.queue;if(d.kept)st+=' (kept)';"
+"if(d.gone)st+=' (gone)';\n"
+"var req=d.kept?'kept for '+d.kept_for+' idle':"
+"(d.method?d.method+' '+d.uri:'');\n"
+"var since=d.since||(d.created?new Date(d.created).toISOString():'');\n"
+"row(tr,[['pos',d.position],['state',st],['client',d.client||'?'],"
+"['host',who(d)],['pid',d.pid||''],['since',since],['req',req],"
+"['node',d.node]]);\n"
+"t.appendChild(tr)});\n"
+"if(!l.nodes.length){var e=el('tr');var c=el('td','note','nobody');"
+"c.colSpan=8;e.appendChild(c);t.appendChild(e)}\n"
+"sec.appendChild(t);m.appendChild(sec)});\n"
+"document.body.setAttribute('data-draws',String(++n))}\n"
+"function tick(){fetch(url,{cache:'no-store'}).then(function(r){"
+"return r.json()}).then(draw).catch(function(e){"
+"var s=document.getElementById('session');"
+"s.textContent='view unreachable: '+e;s.className='down'})"
+".then(function(){setTimeout(tick,2000)})}\n"
+"tick()})();\n"
+"</script></body></html>\n");

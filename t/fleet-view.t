@@ -1,0 +1,353 @@
+#!/usr/bin/perl
+# zk_lock_fleet_view: who holds and who waits, fleet-wide, from ZooKeeper
+#
+# A fleet of two nginx (one worker, two workers) and a Curator client on
+# one mutex path:
+#  1. JSON, while one request holds and a Curator client and three requests
+#     wait, from either nginx: the one holder is the request that the
+#     backend has in flight; the waiters in FIFO order, numbered, the
+#     Curator node marked as Curator's; host, pid (a worker of the right
+#     nginx), since, method and URI path of each request
+#  2. a kept lease (keep=) is marked kept; a path from a variable shows in
+#     the worker whose request uses it
+#  3. the snapshot is shared: many requests at once, one read a second
+#  4. the HTML page in headless Chromium while the queue is there: one
+#     table per lock, the holder's row highlighted, the waiting rows
+#     numbered in order, redrawn every 2 s from the JSON, nothing fetched
+#     from elsewhere
+#  5. afterwards the queue drains in the order shown
+#  6. a read that takes too long (replies swallowed by a proxy): the last
+#     snapshot after the wait, marked stale; a client that closes while
+#     it waits is unlinked
+#  7. ZooKeeper down: an answer at once, from the last snapshot, saying
+#     the session is down
+
+use strict;
+use warnings;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use JSON::PP ();
+use Sys::Hostname ();
+use lib 't/lib';
+use ZkLock::Test;
+use ZkLock::Curator;
+use ZkLock::FaultProxy;
+
+require_prereqs(qw(nginx zookeeper kazoo module chromium));
+
+curator_prereqs();
+
+my $zk = zk_start();
+my $be = backend_start();
+
+my $conf = <<'EOF';
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /m/ {
+            zk_mutex /fv/m timeout=60s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /k/ {
+            zk_semaphore /fv/k leases=2 keep=60s timeout=10s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /v/ {
+            zk_mutex /fv/v/$arg_t timeout=10s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location = /fleet      { zk_lock_fleet_view; }
+        location = /fleet.json { zk_lock_fleet_view json; }
+    }
+EOF
+
+my $ng1 = nginx_start($conf, zk => $zk, backend => $be, workers => 1);
+my $ng2 = nginx_start($conf, zk => $zk, backend => $be, workers => 2);
+ok(sessions_connected($ng1, $ng2), 'both nginx connected');
+
+my $JS = JSON::PP->new;
+
+sub view {
+    my ($ng, $uri) = @_;
+    my $r = $ng->get($uri // '/fleet.json');
+    return undef unless $r->{status} == 200;
+    return $JS->decode($r->{body});
+}
+
+sub lock_in {
+    my ($v, $path) = @_;
+    return undef unless $v;
+    my ($l) = grep { $_->{path} eq $path } @{ $v->{locks} };
+    return $l;
+}
+
+# the mutex's queue as a view of $ng shows it once it has $n nodes
+sub queue_of {
+    my ($ng, $n) = @_;
+    my $l;
+    wait_for(sub {
+        $l = lock_in(view($ng), '/fv/m');
+        $l && $l->{participants} == $n }, 15, 0.2);
+    return $l;
+}
+
+subtest 'empty, and the formats' => sub {
+    my $v = view($ng1);
+    ok($v, 'JSON') or return;
+    is($v->{session}, 'connected', 'session connected');
+    is($v->{max_children}, 100, 'the bound on nodes read per path');
+    ok(!$v->{stale}, 'a fresh read');
+    my $m = lock_in($v, '/fv/m');
+    ok($m, 'the literal path is listed before any request') or return;
+    is($m->{type}, 'mutex', 'type');
+    is($m->{leases}, 1, 'one lease');
+    is($m->{participants}, 0, 'nobody');
+    is(lock_in($v, '/fv/k')->{type}, 'semaphore', 'the semaphore');
+    ok(!lock_in($v, '/fv/v/$arg_t'), 'a path with variables is not listed');
+
+    my $r = $ng1->get('/fleet');
+    is($r->{status}, 200, 'HTML');
+    like($r->{headers}{'content-type'}, qr{^text/html}, 'text/html');
+    unlike($r->{body}, qr{(?:src|href)=["']?(?:https?:)?//}i,
+        'no external asset');
+    is($ng1->get('/fleet?format=json')->{headers}{'content-type'},
+        'application/json', '?format=json');
+    is($ng1->get('/fleet.json?format=xml')->{status}, 400, 'a bad format');
+};
+
+subtest 'nginx -t' => sub {
+    my ($rc, $out) = nginx_test_conf(<<'EOF');
+    zk_hosts 127.0.0.1:2181;
+    server { listen 127.0.0.1:%%PORT%%;
+        location = /f { zk_lock_fleet_view xml; } }
+EOF
+    isnt($rc, 0, 'a bad format is refused');
+    like($out, qr/invalid format "xml", must be "html" or "json"/, 'named');
+
+    ($rc, $out) = nginx_test_conf(<<'EOF');
+    zk_hosts 127.0.0.1:2181;
+    server { listen 127.0.0.1:%%PORT%%;
+        location = /f { zk_lock_fleet_view; zk_mutex /x; } }
+EOF
+    isnt($rc, 0, 'a lock where the view is: refused');
+    like($out, qr/the fleet view is never gated/, 'said why');
+
+    ($rc, $out) = nginx_test_conf(<<'EOF');
+    zk_hosts 127.0.0.1:2181;
+    server { listen 127.0.0.1:%%PORT%%;
+        zk_mutex /x;
+        location = /f { zk_lock_fleet_view json; } }
+EOF
+    is($rc, 0, 'a lock around it: nginx -t passes') or diag $out;
+};
+
+$be->reset;
+my @bg;
+
+# the holder, then a Curator client, then three requests from both nginx,
+# each queued once the one before is
+push @bg, bg_get($ng1->port, '/m/1?key=m&id=1&rec=1&sleep=25000');
+ok(wait_for(sub { my $c = $be->calls->{m}; $c && @$c == 1 }, 15, 0.05),
+    'request 1 holds: the backend has it');
+
+my $cur = curator($zk, 'mutex', '/fv/m', 200);
+ok(queue_of($ng1, 2), 'the Curator client queued');
+
+my @order = ([ $ng2, 2 ], [ $ng1, 3 ], [ $ng2, 4 ]);
+for my $o (@order) {
+    my ($ng, $id) = @$o;
+    push @bg, bg_get($ng->port, "/m/$id?key=m&id=$id&rec=1&sleep=300");
+    ok(queue_of($ng1, $id + 1), "request $id queued");
+}
+
+my %pids = (1 => [ $ng1->worker_pids ], 2 => [ $ng2->worker_pids ]);
+my %by_id = (1 => 1, 2 => 2, 3 => 1, 4 => 2);
+my $host = Sys::Hostname::hostname();
+
+subtest 'JSON: the holder and the waiters, from either nginx' => sub {
+    for my $ng ($ng1, $ng2) {
+        my $l = queue_of($ng, 5);
+        ok($l, "nginx on port " . $ng->port . ': 5 nodes') or next;
+
+        is($l->{holders}, 1, 'one holder');
+        is($l->{waiting}, 4, 'four waiting');
+        ok(!$l->{truncated}, 'all shown');
+
+        my @n = @{ $l->{nodes} };
+        is_deeply([ map { $_->{position} } @n ], [ 1 .. 5 ], 'positions');
+        my @seq = map { $_->{seq} } @n;
+        is_deeply(\@seq, [ sort { $a <=> $b } @seq ],
+            'in the order of the sequence numbers');
+
+        # the one that holds is the one the backend serves
+        my $h = $n[0];
+        is($h->{state}, 'holding', 'the first holds');
+        is($h->{client}, 'nginx', 'an nginx request');
+        is($h->{uri}, '/m/1', 'request 1');
+        is($h->{method}, 'GET', 'its method');
+        is($h->{host}, $host, 'its host');
+        ok(grep({ $_ == $h->{pid} } @{ $pids{1} }), 'a worker of nginx 1');
+        like($h->{since}, qr/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$/,
+            'since: ISO 8601');
+        my @inflight = grep { !defined $_->[1] } @{ $be->calls->{m} };
+        is_deeply([ map { $_->[3] } @inflight ], [ 1 ],
+            'the backend has request 1 in flight, and only it');
+
+        is_deeply([ map { $_->{state} } @n[1 .. 4] ], [ ('waiting') x 4 ],
+            'the others wait');
+        is_deeply([ map { $_->{queue} } @n[1 .. 4] ], [ 1 .. 4 ],
+            'numbered in FIFO order');
+        is($n[1]{client}, 'curator', 'the Curator client, second');
+        is($n[1]{kind}, 'lock', 'a Curator mutex node');
+        ok(defined $n[1]{data} && !defined $n[1]{uri},
+            'its data as Curator wrote it');
+        is_deeply([ map { $_->{uri} } @n[2 .. 4] ], [ '/m/2', '/m/3', '/m/4' ],
+            'then requests 2, 3 and 4');
+        for my $i (2 .. 4) {
+            my $id = $i;
+            ok(grep({ $_ == $n[$i]{pid} } @{ $pids{ $by_id{$id} } }),
+                "request $id: a worker of nginx $by_id{$id}");
+        }
+        ok(!grep({ $_->{kept} } @n), 'nothing kept');
+    }
+};
+
+subtest 'a kept lease, a path from a variable' => sub {
+    is($ng1->get('/k/1?key=k')->{status}, 200, 'a request on keep=');
+    my $l;
+    ok(wait_for(sub {
+        $l = lock_in(view($ng2), '/fv/k');
+        $l && $l->{participants} == 1 }, 10, 0.2), 'its lease stays')
+        or return;
+    my $n = $l->{nodes}[0];
+    ok($n->{kept}, 'kept');
+    is($n->{state}, 'holding', 'holding');
+    is($n->{kept_for}, '60000ms', 'for how long');
+    ok(!defined $n->{uri}, 'no request');
+    ok(grep({ $_ == $n->{pid} } @{ $pids{1} }), 'a worker of nginx 1');
+
+    my $bg = bg_get($ng1->port, '/v/x?t=a&key=v&sleep=3000');
+    ok(wait_for(sub {
+        my $v = lock_in(view($ng1), '/fv/v/a');
+        $v && $v->{participants} == 1 }, 10, 0.2),
+        'a path from a variable, live in the worker');
+    my $v = lock_in(view($ng1), '/fv/v/a');
+    is($v->{source}, 'live', 'marked live');
+    is($v->{nodes}[0]{uri}, '/v/x', 'its holder');
+    is(bg_wait($bg), 200, 'done');
+};
+
+subtest 'one snapshot for many requests' => sub {
+    my $res = http_parallel([ map { [ $ng2->port, '/fleet.json' ] } 1 .. 40 ],
+        timeout => 10);
+    is(scalar(grep { $_->{status} == 200 } @$res), 40, '40 answers');
+    my (%min, %max);
+    for (@$res) {
+        my $v = $JS->decode($_->{body});
+        $min{ $v->{pid} } = $v->{reads}
+            if !defined $min{ $v->{pid} } || $v->{reads} < $min{ $v->{pid} };
+        $max{ $v->{pid} } = $v->{reads}
+            if !defined $max{ $v->{pid} } || $v->{reads} > $max{ $v->{pid} };
+    }
+    my @more = map { $max{$_} - $min{$_} } keys %min;
+    note "reads during the burst, per worker: @more";
+    ok(!grep({ $_ > 2 } @more), 'at most a read a second per worker');
+};
+
+subtest 'the HTML page in Chromium' => sub {
+    my $url = 'http://127.0.0.1:' . $ng2->port . '/fleet';
+    my $t0 = time;
+    my $r = run_cmd([ $ZkLock::Test::PYTHON,
+        "$ZkLock::Test::LIB_DIR/view_browser.py", $url, 2, 20 ],
+        timeout => 60);
+    is($r->{rc}, 0, sprintf('rendered in %.1fs', time - $t0))
+        or diag $r->{err};
+    my $page = eval { $JS->decode($r->{out}) };
+    ok($page, 'rows as JSON') or return diag $r->{out};
+    note explain $page;
+
+    cmp_ok($page->{draws}, '>=', 2, 'redrawn: it refreshes itself');
+    like($page->{session}, qr/connected/, 'the session, in the header');
+    ok(!grep({ !m{^http://127\.0\.0\.1:\d+/} } @{ $page->{resources} }),
+        'nothing fetched from elsewhere');
+
+    my ($m) = grep { $_->{path} eq '/fv/m' } @{ $page->{locks} };
+    ok($m, 'a table for /fv/m') or return;
+    like($m->{heading}, qr/mutex.*1 holding, 4 waiting/, 'its heading');
+    is_deeply($m->{header}, [ '#', 'state', 'client', 'host', 'pid', 'since',
+        'request', 'node' ], 'columns');
+    my @rows = @{ $m->{rows} };
+    is(scalar @rows, 5, 'five rows');
+    is($rows[0]{class}, 'hold', 'the holder highlighted');
+    is($rows[0]{cells}[1], 'holds', 'holds');
+    is($rows[0]{cells}[6], 'GET /m/1', 'request 1');
+    is_deeply([ map { $_->{class} } @rows[1 .. 4] ], [ ('wait') x 4 ],
+        'the others wait');
+    is_deeply([ map { $_->{cells}[1] } @rows[1 .. 4] ],
+        [ map { "waits #$_" } 1 .. 4 ], 'numbered');
+    is($rows[1]{cells}[2], 'curator', 'the Curator client');
+    is_deeply([ map { $_->{cells}[6] } @rows[2 .. 4] ],
+        [ 'GET /m/2', 'GET /m/3', 'GET /m/4' ], 'requests 2, 3, 4');
+
+    my ($k) = grep { $_->{path} eq '/fv/k' } @{ $page->{locks} };
+    ok($k && $k->{rows}[0]{class} =~ /\bhold\b.*\bkept\b/,
+        'the kept lease: holding, kept');
+    like($k->{rows}[0]{cells}[1] // '', qr/\(kept\)/, 'says so');
+};
+
+subtest 'the queue drains in the order shown' => sub {
+    my @st = map { scalar bg_wait($_) } @bg;
+    is_deeply(\@st, [ (200) x 4 ], 'the four requests');
+    my $acq = curator_expect($cur, qr/^ACQUIRED (\d+)/);
+    my %c = map { $_->[3] => $_ } @{ $be->calls->{m} };
+    ok($acq && $acq / 1000 >= $c{1}[1] - 0.05
+        && $acq / 1000 <= $c{2}[0] + 0.05,
+        'Curator between request 1 and request 2');
+    is_deeply([ map { $_->[3] } sort { $a->[0] <=> $b->[0] }
+        @{ $be->calls->{m} } ], [ 1 .. 4 ], 'requests in order 1, 2, 3, 4');
+    ok(queue_of($ng2, 0), 'the view empties');
+};
+
+subtest 'a read that takes too long; a client gone while it waits' => sub {
+    my $px = ZkLock::FaultProxy->start($zk);
+    my $ng = nginx_start($conf, zk => $px->hosts, backend => $be,
+        workers => 1);
+    ok(sessions_connected($ng), 'nginx 3, through a proxy');
+    ok(view($ng), 'a first snapshot');
+    sleep 1.1;
+    $px->blackhole(max => 8);
+    my $gone = http_abort_after($ng->port, '/fleet.json', 0.5);
+    my $t0 = time;
+    my $v = view($ng);
+    my $took = time - $t0;
+    ok($v, 'an answer');
+    ok($took >= 2.5 && $took < 5, sprintf('after the wait, %.1fs', $took));
+    ok($v->{stale}, 'stale: the last snapshot');
+    ok(lock_in($v, '/fv/m'), 'with its locks');
+    proc_wait($gone, 10);
+    ok(wait_for(sub { my $x = view($ng);
+        $x && $x->{session} eq 'connected' && !$x->{stale} }, 30, 0.5),
+        'fresh again once the connection is back');
+    ok(pid_alive($ng->worker_pids), 'the worker lives');
+    $ng->expect_log(qr/\[alert\].*(?:zookeeper|ZOO_)/i);
+    $px->stop;
+};
+
+subtest 'ZooKeeper down: at once, from the last snapshot' => sub {
+    $zk->stop;
+    my $v;
+    ok(wait_for(sub { $v = view($ng1); $v && $v->{session} eq 'down' }, 30,
+        0.2), 'session down');
+    my $t0 = time;
+    $v = view($ng1);
+    cmp_ok(time - $t0, '<', 0.5, 'answered at once');
+    ok($v->{stale}, 'stale');
+    ok(lock_in($v, '/fv/m'), 'the last snapshot');
+    like($ng1->get('/fleet')->{body}, qr/el\('table'\)/,
+        'the page still loads');
+};
+
+$ng1->expect_log(qr/\[alert\].*(?:zookeeper|ZOO_)/i);
+$ng2->expect_log(qr/\[alert\].*(?:zookeeper|ZOO_)/i);
+
+done_testing();

@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Loads the fleet view's HTML page in headless Chromium (Debian's chromium,
+chromium-driver and python3-selenium) and prints what it rendered, as JSON.
+
+Usage: /usr/bin/python3 t/lib/view_browser.py URL [DRAWS] [TIMEOUT]
+
+Waits until the page has drawn DRAWS times (default 2: the first fetch and
+one auto-refresh, 2 s later), then prints
+  {"draws": n, "title": ..., "session": <header text>, "session_class": ...,
+   "resources": [every URL the page fetched],
+   "locks": [{"path": ..., "heading": ..., "notes": [...],
+              "header": [th texts],
+              "rows": [{"class": ..., "cells": [td texts]}]}]}
+Exit status 2 when the browser cannot start, 3 when the page never drew.
+"""
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+def browser(profile):
+    opts = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-extensions", "--user-data-dir=" + profile):
+        opts.add_argument(arg)
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+def main():
+    url = sys.argv[1]
+    draws = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 20
+
+    profile = tempfile.mkdtemp(prefix="view-browser-")
+    try:
+        try:
+            drv = browser(profile)
+        except Exception as e:  # noqa: BLE001 - any failure to start
+            print("cannot start chromium: %s" % e, file=sys.stderr)
+            return 2
+
+        try:
+            drv.set_page_load_timeout(timeout)
+            drv.get(url)
+            deadline = time.time() + timeout
+            n = 0
+            while time.time() < deadline:
+                n = int(drv.find_element(By.TAG_NAME, "body")
+                        .get_attribute("data-draws") or 0)
+                if n >= draws:
+                    break
+                time.sleep(0.1)
+            if n < draws:
+                print("the page drew %d times in %gs" % (n, timeout),
+                      file=sys.stderr)
+                return 3
+
+            # one script, so that the rows all come from one drawing
+            out = drv.execute_script("""
+              var s = document.getElementById('session');
+              var r = {draws: +document.body.getAttribute('data-draws'),
+                        title: document.title,
+                        session: s.textContent, session_class: s.className,
+                        resources: performance.getEntriesByType('resource')
+                                   .map(function (e) { return e.name; }),
+                        locks: []};
+              document.querySelectorAll('section').forEach(function (sec) {
+                var l = {path: sec.getAttribute('data-path'),
+                         heading: sec.querySelector('h2').textContent,
+                         notes: [], header: [], rows: []};
+                sec.querySelectorAll('p').forEach(function (p) {
+                  l.notes.push(p.textContent); });
+                sec.querySelectorAll('th').forEach(function (th) {
+                  l.header.push(th.textContent); });
+                sec.querySelectorAll('tr').forEach(function (tr) {
+                  var td = tr.querySelectorAll('td');
+                  if (!td.length) return;
+                  l.rows.push({'class': tr.className,
+                               cells: Array.prototype.map.call(td,
+                                   function (c) { return c.textContent; })});
+                });
+                r.locks.push(l);
+              });
+              return r;
+            """)
+            print(json.dumps(out))
+            return 0
+        finally:
+            drv.quit()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
