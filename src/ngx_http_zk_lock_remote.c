@@ -327,14 +327,19 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
     /* the error may be negative: ZooKeeper's are */
 
     state = ngx_atoi(f[0], f[1] - 1 - f[0]);
-    error = (*f[1] == '-') ? -ngx_atoi(f[1] + 1, f[2] - 2 - f[1])
+    error = (*f[1] == '-') ? ngx_atoi(f[1] + 1, f[2] - 2 - f[1])
                            : ngx_atoi(f[1], f[2] - 1 - f[1]);
     reused = ngx_atoi(f[4], f[5] - 1 - f[4]);
 
     if (state == NGX_ERROR || state > NGX_HTTP_ZK_LOCK_ORPHAN
-        || reused == NGX_ERROR || (size_t) (last - f[5]) >= 64)
+        || error == NGX_ERROR || reused == NGX_ERROR
+        || (size_t) (last - f[5]) >= 64)
     {
         return NGX_ERROR;
+    }
+
+    if (*f[1] == '-') {
+        error = -error;
     }
 
     node = &rn->node;

@@ -123,6 +123,8 @@ static void ngx_http_zk_lock_view_cleanup(void *data);
 static ngx_int_t ngx_http_zk_lock_view_send(ngx_http_request_t *r,
     ngx_uint_t stale);
 static ngx_int_t ngx_http_zk_lock_view_send_html(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_view_out(ngx_http_request_t *r,
+    ngx_buf_t *b, ngx_str_t *type);
 static size_t ngx_http_zk_lock_view_size(ngx_http_zk_lock_view_snap_t *snap);
 static u_char *ngx_http_zk_lock_view_json(u_char *p,
     ngx_http_zk_lock_view_snap_t *snap, ngx_uint_t stale);
@@ -807,9 +809,8 @@ static ngx_int_t
 ngx_http_zk_lock_view_send(ngx_http_request_t *r, ngx_uint_t stale)
 {
     size_t                         size;
-    ngx_int_t                      rc;
     ngx_buf_t                     *b;
-    ngx_chain_t                    out;
+    ngx_str_t                      type;
     ngx_http_zk_lock_view_snap_t  *snap;
 
     snap = ngx_http_zk_lock_view.current;
@@ -829,8 +830,44 @@ ngx_http_zk_lock_view_send(ngx_http_request_t *r, ngx_uint_t stale)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    ngx_str_set(&type, "application/json");
+
+    return ngx_http_zk_lock_view_out(r, b, &type);
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_view_send_html(ngx_http_request_t *r)
+{
+    ngx_buf_t  *b;
+    ngx_str_t   type;
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->pos = ngx_http_zk_lock_view_page.data;
+    b->last = b->pos + ngx_http_zk_lock_view_page.len;
+    b->memory = 1;
+
+    ngx_str_set(&type, "text/html; charset=utf-8");
+
+    return ngx_http_zk_lock_view_out(r, b, &type);
+}
+
+
+/* the whole answer, in one buffer */
+
+static ngx_int_t
+ngx_http_zk_lock_view_out(ngx_http_request_t *r, ngx_buf_t *b,
+    ngx_str_t *type)
+{
+    ngx_int_t    rc;
+    ngx_chain_t  out;
+
+    r->headers_out.content_type = *type;
+    r->headers_out.content_type_len = type->len;
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = b->last - b->pos;
 
@@ -842,42 +879,6 @@ ngx_http_zk_lock_view_send(ngx_http_request_t *r, ngx_uint_t stale)
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
         return rc;
     }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
-}
-
-
-static ngx_int_t
-ngx_http_zk_lock_view_send_html(ngx_http_request_t *r)
-{
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    ngx_str_set(&r->headers_out.content_type, "text/html; charset=utf-8");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = ngx_http_zk_lock_view_page.len;
-
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b->pos = ngx_http_zk_lock_view_page.data;
-    b->last = b->pos + ngx_http_zk_lock_view_page.len;
-    b->memory = 1;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
 
     out.buf = b;
     out.next = NULL;
