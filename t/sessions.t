@@ -14,7 +14,8 @@
 #  4. the broker killed (SIGKILL) while a sibling's request holds through
 #     it (zk_lock_lost abort): the request is cut off, nobody else gets the
 #     lock before the killed session's node goes, every request ends by
-#     its timeout, the respawned broker serves again
+#     its timeout, the respawned broker serves again; with a mutex, and
+#     with keep= (the sibling's request runs on the instance's kept lease)
 #  5. a reload while a sibling's request waits through the old broker: it
 #     is served once the lock frees, and the new workers serve too
 
@@ -112,16 +113,17 @@ EOF
     $ng->stop;
 };
 
-subtest 'the broker killed under a sibling\'s request' => sub {
-    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 6);
+sub broker_killed {
+    my ($lock, $path) = @_;
+    my $ng = nginx_start(<<"EOF", zk => $zk, backend => $be, workers => 6);
     zk_hosts %%ZK%%;
     zk_sessions 1;
     zk_session_timeout 4s;
-    log_format who "$arg_id $pid $status";
+    log_format who "\$arg_id \$pid \$status";
     server {
         listen 127.0.0.1:%%PORT%% reuseport;
         location /x {
-            zk_mutex /ss/x timeout=10s;
+            $lock
             zk_lock_lost abort;
             access_log %%PREFIX%%/logs/who.log who;
             proxy_pass http://%%BACKEND%%;
@@ -159,14 +161,23 @@ EOF
             if !$who{1} || $who{1}[0] == $broker;
         is($who{1}[1], 499, 'the holder, in a sibling, was cut off (499)');
     }
-    like($ng->error_log, qr/zk_mutex "\/ss\/x" lost while held/,
+    like($ng->error_log, qr/"\Q$path\E" lost while held/,
         'logged as lost') if $who{1} && $who{1}[0] != $broker;
     ok(wait_for(sub { sessions_made($ng) == 2 }, 10),
         'the respawned broker has a session');
     my $r = $ng->get('/x?key=x2');
     is($r->{status}, 200, 'served again');
     $ng->stop;
-    ok(wait_for(sub { !zk_ephemerals($zk, '/ss/x') }, 8), 'no node left');
+    ok(wait_for(sub { !zk_ephemerals($zk, $path) }, 8), 'no node left');
+}
+
+subtest 'the broker killed under a sibling\'s request' => sub {
+    broker_killed('zk_mutex /ss/x timeout=10s;', '/ss/x');
+};
+
+subtest '... on a lease the broker keeps for the instance' => sub {
+    broker_killed('zk_semaphore /ss/xk leases=1 keep=2s timeout=10s;',
+        '/ss/xk');
 };
 
 subtest 'a reload while a sibling waits through the old broker' => sub {
