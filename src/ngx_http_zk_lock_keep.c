@@ -509,7 +509,11 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
  * to hold always serves the request it was queued for: handing it back
  * before that would only queue it again, a create and a delete per round
  * trip and nobody served (when leases are fewer than the participants
- * that want them, every share is below one lease).  Over its share, or
+ * that want them, every share is below one lease).  A node queued counts
+ * toward the share when somebody is owed a lease: it will hold before a
+ * participant that queued after it, and a lease ended while it waits (two
+ * requests that end together, the listing in between not heard yet) must
+ * go back for the one owed.  Over its share, or
  * watched by a waiter that holds nothing (a Curator client waits for that
  * node alone), the worker gives a lease back instead, at the end of a
  * request once the lease has served for a quantum, or when it has idled
@@ -553,7 +557,8 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
     } else if (lease->doomed
                || (pool->others
                    && (pool->held > pool->ceil
-                       || (pool->owed && pool->held > pool->floor))))
+                       || (pool->owed
+                           && pool->held + pool->queued > pool->floor))))
     {
         /*
          * within its quantum, it serves on, or idles for the grace: a
