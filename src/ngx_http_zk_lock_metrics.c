@@ -70,6 +70,36 @@ typedef struct {
 } ngx_http_zk_lock_shm_t;
 
 
+/*
+ * The status page is written into chunks as it goes, sized as written
+ * rather than to a bound of the whole (ten times the output with 2 000
+ * locks), and shared by the requests that ask in the same millisecond
+ * (one event loop's turn: a burst of scrapes costs one rendering, not one
+ * each, and the worker's gated requests do not wait behind them all).  A
+ * page lives while a request sends it.
+ */
+
+#define NGX_HTTP_ZK_LOCK_CHUNK  65536
+
+/* a line of Prometheus text, but for the lock's name (escaped: 2x) */
+#define NGX_HTTP_ZK_LOCK_LINE(m)  (256 + 2 * (m)->name.len)
+
+typedef struct {
+    ngx_pool_t                   *pool;
+    ngx_chain_t                  *first;
+    ngx_chain_t                 **last;
+    ngx_buf_t                    *buf;
+} ngx_http_zk_lock_out_t;
+
+typedef struct {
+    ngx_pool_t                   *pool;       /* its chunks */
+    ngx_chain_t                  *out;
+    off_t                         size;
+    ngx_msec_t                    at;         /* written at */
+    ngx_uint_t                    refs;       /* the cache's, the senders' */
+} ngx_http_zk_lock_page_t;
+
+
 #define ngx_http_zk_lock_metrics_stat(shm, i)                                 \
     ((ngx_http_zk_lock_stat_t *) ((shm)->stats + (i) * (shm)->stat_size))
 
@@ -88,22 +118,30 @@ static size_t ngx_http_zk_lock_metrics_size(ngx_uint_t nslots,
 static ngx_int_t ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r);
-static u_char *ngx_http_zk_lock_metrics_json(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_metrics_prometheus(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_metrics_prom_workers(u_char *p,
-    ngx_http_zk_lock_shm_t *shm);
-static u_char *ngx_http_zk_lock_metrics_prom_gauges(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t which);
-static u_char *ngx_http_zk_lock_metrics_prom_leases(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_metrics_prom_kept(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_metrics_prom_requests(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
-static u_char *ngx_http_zk_lock_metrics_prom_histogram(u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_prometheus(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_prom_workers(
+    ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_shm_t *shm);
+static u_char *ngx_http_zk_lock_metrics_prom_gauges(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names,
+    ngx_uint_t which);
+static u_char *ngx_http_zk_lock_metrics_prom_leases(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_prom_kept(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_prom_requests(
+    ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_prom_histogram(
+    ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_shm_t *shm,
+    ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_room(ngx_http_zk_lock_out_t *o,
+    u_char *p, size_t need);
+static ngx_http_zk_lock_page_t *ngx_http_zk_lock_metrics_render(
+    ngx_http_request_t *r, ngx_uint_t prometheus);
+static void ngx_http_zk_lock_metrics_unref(void *data);
 static u_char *ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m);
 static void ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
@@ -140,6 +178,9 @@ static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
     "zk_lock_build_info{version=\"" NGX_HTTP_ZK_LOCK_VERSION "\"} 1\n");
 
 static ngx_str_t  ngx_http_zk_lock_zone_name = ngx_string("zk_lock");
+
+/* the last page written, JSON and Prometheus */
+static ngx_http_zk_lock_page_t  *ngx_http_zk_lock_pages[2];
 
 
 ngx_int_t
@@ -650,13 +691,13 @@ ngx_http_zk_lock_status_page(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static ngx_int_t
 ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
 {
-    size_t                         size;
     ngx_int_t                      rc;
     ngx_str_t                      format;
     ngx_buf_t                     *b;
-    ngx_uint_t                     i, prometheus;
-    ngx_chain_t                    out;
-    ngx_http_zk_lock_metric_t     *m;
+    ngx_uint_t                     prometheus;
+    ngx_chain_t                   *out, *cl, *pc, **ll;
+    ngx_pool_cleanup_t            *cln;
+    ngx_http_zk_lock_page_t       *page;
     ngx_http_zk_lock_loc_conf_t   *llcf;
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
@@ -690,39 +731,41 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
         }
     }
 
-    /* a bound: names escaped at most 2x, each line shorter than 512 */
+    page = ngx_http_zk_lock_pages[prometheus];
 
-    size = ngx_http_zk_lock_shm->nslots * 5 * 512 + 4096;
-    m = ngx_http_zk_lock_names->elts;
+    if (page == NULL || page->at != ngx_current_msec) {
+        page = ngx_http_zk_lock_metrics_render(r, prometheus);
+        if (page == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
 
-    for (i = 0; i < ngx_http_zk_lock_names->nelts; i++) {
-        size += (ngx_http_zk_lock_nbuckets + 26) * (2 * m[i].name.len + 512);
+        if (ngx_http_zk_lock_pages[prometheus]) {
+            ngx_http_zk_lock_metrics_unref(ngx_http_zk_lock_pages[prometheus]);
+        }
+
+        ngx_http_zk_lock_pages[prometheus] = page;
     }
 
-    b = ngx_create_temp_buf(r->pool, size);
-    if (b == NULL) {
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    cln->handler = ngx_http_zk_lock_metrics_unref;
+    cln->data = page;
+    page->refs++;
+
     if (prometheus) {
-        b->last = ngx_http_zk_lock_metrics_prometheus(b->last,
-                                                      ngx_http_zk_lock_shm,
-                                                      ngx_http_zk_lock_names);
         ngx_str_set(&r->headers_out.content_type,
                     "text/plain; version=0.0.4; charset=utf-8");
 
     } else {
-        b->last = ngx_http_zk_lock_metrics_json(b->last, ngx_http_zk_lock_shm,
-                                                ngx_http_zk_lock_names);
         ngx_str_set(&r->headers_out.content_type, "application/json");
     }
 
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
-
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
+    r->headers_out.content_length_n = page->size;
 
     rc = ngx_http_send_header(r);
 
@@ -730,10 +773,154 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    out.buf = b;
-    out.next = NULL;
+    /* the request's own buffers on the page's memory */
 
-    return ngx_http_output_filter(r, &out);
+    b = NULL;
+    out = NULL;
+    ll = &out;
+
+    for (pc = page->out; pc; pc = pc->next) {
+        b = ngx_calloc_buf(r->pool);
+        if (b == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        b->pos = pc->buf->pos;
+        b->last = pc->buf->last;
+        b->memory = 1;
+
+        cl = ngx_alloc_chain_link(r->pool);
+        if (cl == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+
+        cl->buf = b;
+        *ll = cl;
+        ll = &cl->next;
+    }
+
+    *ll = NULL;
+
+    if (out == NULL) {
+        return ngx_http_send_special(r, NGX_HTTP_LAST);
+    }
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    return ngx_http_output_filter(r, out);
+}
+
+
+/* the page as it is now */
+
+static ngx_http_zk_lock_page_t *
+ngx_http_zk_lock_metrics_render(ngx_http_request_t *r, ngx_uint_t prometheus)
+{
+    u_char                   *p;
+    ngx_pool_t               *pool;
+    ngx_chain_t              *cl;
+    ngx_http_zk_lock_out_t    o;
+    ngx_http_zk_lock_page_t  *page;
+
+    pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, ngx_cycle->log);
+    if (pool == NULL) {
+        return NULL;
+    }
+
+    page = ngx_pcalloc(pool, sizeof(ngx_http_zk_lock_page_t));
+    if (page == NULL) {
+        ngx_destroy_pool(pool);
+        return NULL;
+    }
+
+    o.pool = pool;
+    o.first = NULL;
+    o.last = &o.first;
+    o.buf = NULL;
+
+    if (prometheus) {
+        p = ngx_http_zk_lock_metrics_prometheus(&o, NULL,
+                                                ngx_http_zk_lock_shm,
+                                                ngx_http_zk_lock_names);
+
+    } else {
+        p = ngx_http_zk_lock_metrics_json(&o, NULL, ngx_http_zk_lock_shm,
+                                          ngx_http_zk_lock_names);
+    }
+
+    if (p == NULL) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "zk lock status page: no memory for the page");
+        ngx_destroy_pool(pool);
+        return NULL;
+    }
+
+    o.buf->last = p;
+
+    page->pool = pool;
+    page->out = o.first;
+    page->at = ngx_current_msec;
+    page->refs = 1;
+
+    for (cl = o.first; cl; cl = cl->next) {
+        page->size += cl->buf->last - cl->buf->pos;
+    }
+
+    return page;
+}
+
+
+/*
+ * Room for "need" bytes at p: in the chunk being written, or in a new one
+ * (NULL without memory); p NULL: none written yet
+ */
+
+static u_char *
+ngx_http_zk_lock_metrics_room(ngx_http_zk_lock_out_t *o, u_char *p,
+    size_t need)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    if (o->buf) {
+        o->buf->last = p;
+
+        if ((size_t) (o->buf->end - p) >= need) {
+            return p;
+        }
+    }
+
+    b = ngx_create_temp_buf(o->pool, ngx_max(need, NGX_HTTP_ZK_LOCK_CHUNK));
+    if (b == NULL) {
+        return NULL;
+    }
+
+    cl = ngx_alloc_chain_link(o->pool);
+    if (cl == NULL) {
+        return NULL;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+    *o->last = cl;
+    o->last = &cl->next;
+    o->buf = b;
+
+    return b->last;
+}
+
+
+/* a sender is done with the page, or the cache is: the last frees it */
+
+static void
+ngx_http_zk_lock_metrics_unref(void *data)
+{
+    ngx_http_zk_lock_page_t  *page = data;
+
+    if (--page->refs == 0) {
+        ngx_destroy_pool(page->pool);
+    }
 }
 
 
@@ -762,14 +949,19 @@ ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
 
 
 static u_char *
-ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names)
+ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
 {
     ngx_uint_t                     i, j, n;
     ngx_http_zk_lock_slot_t       *slot;
     ngx_http_zk_lock_stat_t       *st;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
+
+    p = ngx_http_zk_lock_metrics_room(o, p, 256);
+    if (p == NULL) {
+        return NULL;
+    }
 
     p = ngx_sprintf(p, "{\"version\":\"" NGX_HTTP_ZK_LOCK_VERSION "\","
                     "\"workers\":[");
@@ -780,6 +972,11 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
         if (slot->pid == 0) {
             continue;
+        }
+
+        p = ngx_http_zk_lock_metrics_room(o, p, 256 + NGX_HTTP_ZK_LOCK_SERVER);
+        if (p == NULL) {
+            return NULL;
         }
 
         p = ngx_sprintf(p, "%s{\"worker\":%ui,\"pid\":%uA,\"connected\":%s,"
@@ -797,6 +994,12 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, 1024 + 2 * m[i].name.len
+                                     + (ngx_http_zk_lock_nbuckets + 1) * 48);
+        if (p == NULL) {
+            return NULL;
+        }
+
         st = ngx_http_zk_lock_metrics_stat(shm, i);
         ngx_http_zk_lock_metrics_read_histogram(st, &h);
 
@@ -852,29 +1055,59 @@ ngx_http_zk_lock_metrics_json(u_char *p, ngx_http_zk_lock_shm_t *shm,
         p = ngx_sprintf(p, "}}}");
     }
 
+    p = ngx_http_zk_lock_metrics_room(o, p, 16);
+    if (p == NULL) {
+        return NULL;
+    }
+
     return ngx_sprintf(p, "]}\n");
 }
 
 
 static u_char *
-ngx_http_zk_lock_metrics_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names)
+ngx_http_zk_lock_metrics_prometheus(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
 {
+    ngx_uint_t  i;
+
+    p = ngx_http_zk_lock_metrics_room(o, p, ngx_http_zk_lock_build_info.len);
+    if (p == NULL) {
+        return NULL;
+    }
+
     p = ngx_cpymem(p, ngx_http_zk_lock_build_info.data,
                    ngx_http_zk_lock_build_info.len);
 
-    p = ngx_http_zk_lock_metrics_prom_workers(p, shm);
-    p = ngx_http_zk_lock_metrics_prom_leases(p, shm, names);
-    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
-                                             NGX_HTTP_ZK_LOCK_HELD_GAUGE);
-    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
-                                             NGX_HTTP_ZK_LOCK_WAITING_GAUGE);
-    p = ngx_http_zk_lock_metrics_prom_gauges(p, shm, names,
-                                             NGX_HTTP_ZK_LOCK_KEPT_GAUGE);
-    p = ngx_http_zk_lock_metrics_prom_requests(p, shm, names);
-    p = ngx_http_zk_lock_metrics_prom_kept(p, shm, names);
+    p = ngx_http_zk_lock_metrics_prom_workers(o, p, shm);
+    if (p == NULL) {
+        return NULL;
+    }
 
-    return ngx_http_zk_lock_metrics_prom_histogram(p, shm, names);
+    p = ngx_http_zk_lock_metrics_prom_leases(o, p, shm, names);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    for (i = NGX_HTTP_ZK_LOCK_HELD_GAUGE; i <= NGX_HTTP_ZK_LOCK_KEPT_GAUGE;
+         i++)
+    {
+        p = ngx_http_zk_lock_metrics_prom_gauges(o, p, shm, names, i);
+        if (p == NULL) {
+            return NULL;
+        }
+    }
+
+    p = ngx_http_zk_lock_metrics_prom_requests(o, p, shm, names);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    p = ngx_http_zk_lock_metrics_prom_kept(o, p, shm, names);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    return ngx_http_zk_lock_metrics_prom_histogram(o, p, shm, names);
 }
 
 
@@ -884,7 +1117,8 @@ ngx_http_zk_lock_metrics_prometheus(u_char *p, ngx_http_zk_lock_shm_t *shm,
  */
 
 static u_char *
-ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
+ngx_http_zk_lock_metrics_prom_workers(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm)
 {
     ngx_uint_t                i, k;
     ngx_atomic_uint_t         v;
@@ -912,6 +1146,11 @@ ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
     };
 
     for (k = 0; k < sizeof(workers) / sizeof(workers[0]); k++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, 512);
+        if (p == NULL) {
+            return NULL;
+        }
+
         p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s %s\n",
                         workers[k].metric, workers[k].help,
                         workers[k].metric, workers[k].type);
@@ -925,6 +1164,11 @@ ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
 
             v = *(ngx_atomic_t *) ((u_char *) slot + workers[k].offset);
 
+            p = ngx_http_zk_lock_metrics_room(o, p, 256);
+            if (p == NULL) {
+                return NULL;
+            }
+
             p = ngx_sprintf(p, "%s{worker=\"%ui\"} %uA\n",
                             workers[k].metric, i, v);
         }
@@ -935,8 +1179,8 @@ ngx_http_zk_lock_metrics_prom_workers(u_char *p, ngx_http_zk_lock_shm_t *shm)
 
 
 static u_char *
-ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names, ngx_uint_t which)
+ngx_http_zk_lock_metrics_prom_gauges(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names, ngx_uint_t which)
 {
     ngx_uint_t                  i;
     ngx_http_zk_lock_metric_t  *m;
@@ -950,6 +1194,11 @@ ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
         { "zk_lock_kept", "Leases that workers keep idle (keep=)." }
     };
 
+    p = ngx_http_zk_lock_metrics_room(o, p, 512);
+    if (p == NULL) {
+        return NULL;
+    }
+
     p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s gauge\n",
                     gauges[which].metric, gauges[which].help,
                     gauges[which].metric);
@@ -957,6 +1206,11 @@ ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, NGX_HTTP_ZK_LOCK_LINE(&m[i]));
+        if (p == NULL) {
+            return NULL;
+        }
+
         p = ngx_http_zk_lock_metrics_series(p, gauges[which].metric, &m[i]);
         p = ngx_sprintf(p, "} %A\n",
                         ngx_http_zk_lock_metrics_gauge(shm, i, which));
@@ -973,11 +1227,16 @@ ngx_http_zk_lock_metrics_prom_gauges(u_char *p, ngx_http_zk_lock_shm_t *shm,
  */
 
 static u_char *
-ngx_http_zk_lock_metrics_prom_leases(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names)
+ngx_http_zk_lock_metrics_prom_leases(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
 {
     ngx_uint_t                  i;
     ngx_http_zk_lock_metric_t  *m;
+
+    p = ngx_http_zk_lock_metrics_room(o, p, 512);
+    if (p == NULL) {
+        return NULL;
+    }
 
     p = ngx_sprintf(p, "# HELP zk_lock_leases Leases the lock grants at "
                     "once, across the fleet: the count in force.\n"
@@ -988,6 +1247,11 @@ ngx_http_zk_lock_metrics_prom_leases(u_char *p, ngx_http_zk_lock_shm_t *shm,
     for (i = 0; i < names->nelts; i++) {
         if (m[i].type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
             continue;
+        }
+
+        p = ngx_http_zk_lock_metrics_room(o, p, NGX_HTTP_ZK_LOCK_LINE(&m[i]));
+        if (p == NULL) {
+            return NULL;
         }
 
         p = ngx_http_zk_lock_metrics_series(p, "zk_lock_leases", &m[i]);
@@ -1016,8 +1280,8 @@ ngx_http_zk_lock_metrics_leases_of(ngx_http_zk_lock_shm_t *shm,
 /* kept leases: a subset of the acquired, and what they cost others */
 
 static u_char *
-ngx_http_zk_lock_metrics_prom_kept(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names)
+ngx_http_zk_lock_metrics_prom_kept(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
 {
     ngx_uint_t                  i, k;
     ngx_http_zk_lock_metric_t  *m;
@@ -1038,11 +1302,22 @@ ngx_http_zk_lock_metrics_prom_kept(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (k = 0; k < sizeof(counters) / sizeof(counters[0]); k++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, 512);
+        if (p == NULL) {
+            return NULL;
+        }
+
         p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s counter\n",
                         counters[k].metric, counters[k].help,
                         counters[k].metric);
 
         for (i = 0; i < names->nelts; i++) {
+            p = ngx_http_zk_lock_metrics_room(o, p,
+                                              NGX_HTTP_ZK_LOCK_LINE(&m[i]));
+            if (p == NULL) {
+                return NULL;
+            }
+
             p = ngx_http_zk_lock_metrics_series(p, counters[k].metric, &m[i]);
             p = ngx_sprintf(p, "} %uA\n",
                             ngx_http_zk_lock_metrics_stat(shm, i)
@@ -1055,8 +1330,8 @@ ngx_http_zk_lock_metrics_prom_kept(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
 
 static u_char *
-ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names)
+ngx_http_zk_lock_metrics_prom_requests(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
 {
     ngx_uint_t                  i, j;
     ngx_http_zk_lock_metric_t  *m;
@@ -1078,12 +1353,23 @@ ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
         { "waited_dry_run", NGX_HTTP_ZK_LOCK_EV_DRY_WAITED }
     };
 
+    p = ngx_http_zk_lock_metrics_room(o, p, 512);
+    if (p == NULL) {
+        return NULL;
+    }
+
     p = ngx_sprintf(p, "# HELP zk_lock_requests_total Requests at the lock, "
                     "by result.\n# TYPE zk_lock_requests_total counter\n");
 
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, NGX_HTTP_ZK_LOCK_LINE(&m[i])
+                                        * sizeof(results) / sizeof(results[0]));
+        if (p == NULL) {
+            return NULL;
+        }
+
         for (j = 0; j < sizeof(results) / sizeof(results[0]); j++) {
             p = ngx_http_zk_lock_metrics_series(p, "zk_lock_requests_total",
                                                 &m[i]);
@@ -1098,12 +1384,17 @@ ngx_http_zk_lock_metrics_prom_requests(u_char *p, ngx_http_zk_lock_shm_t *shm,
 
 
 static u_char *
-ngx_http_zk_lock_metrics_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
-    ngx_array_t *names)
+ngx_http_zk_lock_metrics_prom_histogram(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
 {
     ngx_uint_t                     i, j;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
+
+    p = ngx_http_zk_lock_metrics_room(o, p, 512);
+    if (p == NULL) {
+        return NULL;
+    }
 
     p = ngx_sprintf(p, "# HELP zk_lock_wait_seconds Time waited for the lock "
                     "by the requests that got it.\n"
@@ -1112,6 +1403,12 @@ ngx_http_zk_lock_metrics_prom_histogram(u_char *p, ngx_http_zk_lock_shm_t *shm,
     m = names->elts;
 
     for (i = 0; i < names->nelts; i++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, NGX_HTTP_ZK_LOCK_LINE(&m[i])
+                                        * (ngx_http_zk_lock_nbuckets + 3));
+        if (p == NULL) {
+            return NULL;
+        }
+
         ngx_http_zk_lock_metrics_read_histogram(
                                    ngx_http_zk_lock_metrics_stat(shm, i), &h);
 
