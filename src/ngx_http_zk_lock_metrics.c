@@ -142,6 +142,8 @@ static u_char *ngx_http_zk_lock_metrics_room(ngx_http_zk_lock_out_t *o,
 static ngx_http_zk_lock_page_t *ngx_http_zk_lock_metrics_render(
     ngx_http_request_t *r, ngx_uint_t prometheus);
 static void ngx_http_zk_lock_metrics_unref(void *data);
+static ngx_int_t ngx_http_zk_lock_metrics_send(ngx_http_request_t *r,
+    ngx_http_zk_lock_page_t *page);
 static u_char *ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m);
 static void ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
@@ -693,9 +695,7 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
 {
     ngx_int_t                      rc;
     ngx_str_t                      format;
-    ngx_buf_t                     *b;
     ngx_uint_t                     prometheus;
-    ngx_chain_t                   *out, *cl, *pc, **ll;
     ngx_pool_cleanup_t            *cln;
     ngx_http_zk_lock_page_t       *page;
     ngx_http_zk_lock_loc_conf_t   *llcf;
@@ -763,6 +763,20 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
         ngx_str_set(&r->headers_out.content_type, "application/json");
     }
 
+    return ngx_http_zk_lock_metrics_send(r, page);
+}
+
+
+/* the request's own buffers on the page's memory */
+
+static ngx_int_t
+ngx_http_zk_lock_metrics_send(ngx_http_request_t *r,
+    ngx_http_zk_lock_page_t *page)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t  *out, *cl, *pc, **ll;
+
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = page->size;
@@ -772,8 +786,6 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
         return rc;
     }
-
-    /* the request's own buffers on the page's memory */
 
     b = NULL;
     out = NULL;

@@ -108,6 +108,10 @@ typedef struct {
 
 static ngx_int_t ngx_http_zk_lock_view_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_view_literals(
+    ngx_http_zk_lock_view_snap_t *snap, ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_view_live(
+    ngx_http_zk_lock_view_snap_t *snap, ngx_http_zk_lock_session_t *s);
 static ngx_int_t ngx_http_zk_lock_view_add(ngx_http_zk_lock_view_snap_t *snap,
     ngx_str_t *path, const char *suffix, const char *type, ngx_uint_t leases,
     ngx_uint_t rw, ngx_uint_t live);
@@ -323,18 +327,11 @@ static ngx_int_t
 ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s)
 {
     int                            rc;
-    ngx_uint_t                     i, leases, rw;
+    ngx_uint_t                     i;
     ngx_pool_t                    *pool;
-    ngx_queue_t                   *q;
-    const char                    *type;
-    ngx_http_zk_lock_t            *zl;
-    ngx_http_zk_lock_node_t       *node;
-    ngx_http_zk_lock_literal_t    *lit;
-    ngx_http_zk_lock_counter_t    *counter;
     ngx_http_zk_lock_view_t       *view;
     ngx_http_zk_lock_view_lock_t  *lock;
     ngx_http_zk_lock_view_snap_t  *snap;
-    ngx_str_t                      path;
 
     view = &ngx_http_zk_lock_view;
 
@@ -358,80 +355,10 @@ ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s)
         goto failed;
     }
 
-    lit = view->lmcf->literals ? view->lmcf->literals->elts : NULL;
-
-    for (i = 0; lit && i < view->lmcf->literals->nelts; i++) {
-
-        /* the count as the fleet shares it, the default while unknown */
-
-        leases = lit[i].leases;
-
-        if (lit[i].counter.len) {
-            counter = ngx_http_zk_lock_counter(s, &lit[i].counter);
-
-            if (counter && counter->value) {
-                leases = counter->value;
-            }
-        }
-
-        if (lit[i].rw) {
-            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL,
-                                           "rwlock", 0, 1, 0);
-
-        } else if (lit[i].v2) {
-            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, "/leases",
-                                           "semaphore v2", leases, 0, 0);
-            if (rc == NGX_OK) {
-                /* its queue to create a lease: Curator's internal mutex */
-                rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, "/locks",
-                                               "semaphore v2 mutex", 1, 0, 0);
-            }
-
-        } else {
-            type = (leases == 1 && lit[i].counter.len == 0)
-                   ? "mutex" : "semaphore";
-            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL, type,
-                                           leases, 0, 0);
-        }
-
-        if (rc != NGX_OK) {
-            goto failed;
-        }
-    }
-
-    for (q = ngx_queue_head(&s->all);
-         q != ngx_queue_sentinel(&s->all);
-         q = ngx_queue_next(q))
+    if (ngx_http_zk_lock_view_literals(snap, s) != NGX_OK
+        || ngx_http_zk_lock_view_live(snap, s) != NGX_OK)
     {
-        zl = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
-
-        if (ngx_queue_empty(&zl->nodes)
-            || ngx_http_zk_lock_view_known(snap, zl->path))
-        {
-            continue;
-        }
-
-        /* the recipe is the one of its nodes: one per path */
-
-        node = ngx_queue_data(ngx_queue_head(&zl->nodes),
-                              ngx_http_zk_lock_node_t, queue);
-
-        leases = ngx_http_zk_lock_recipe_leases(node);
-        rw = (node->kind == NGX_HTTP_ZK_LOCK_READ
-              || node->kind == NGX_HTTP_ZK_LOCK_WRITE);
-
-        type = rw ? "rwlock"
-               : (node->kind == NGX_HTTP_ZK_LOCK_COUNT) ? "semaphore v2"
-               : (leases == 1) ? "mutex" : "semaphore";
-
-        path.data = zl->path;
-        path.len = ngx_strlen(zl->path);
-
-        if (ngx_http_zk_lock_view_add(snap, &path, NULL, type, leases, rw, 1)
-            != NGX_OK)
-        {
-            goto failed;
-        }
+        goto failed;
     }
 
     /* the list is complete: the answers may now point into it */
@@ -470,6 +397,118 @@ failed:
 
     ngx_destroy_pool(pool);
     return NGX_ERROR;
+}
+
+
+/* the locks of literal paths, as configured */
+
+static ngx_int_t
+ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
+    ngx_http_zk_lock_session_t *s)
+{
+    ngx_int_t                    rc;
+    ngx_uint_t                   i, leases;
+    const char                  *type;
+    ngx_http_zk_lock_view_t     *view;
+    ngx_http_zk_lock_literal_t  *lit;
+    ngx_http_zk_lock_counter_t  *counter;
+
+    view = &ngx_http_zk_lock_view;
+
+    lit = view->lmcf->literals ? view->lmcf->literals->elts : NULL;
+
+    for (i = 0; lit && i < view->lmcf->literals->nelts; i++) {
+
+        /* the count as the fleet shares it, the default while unknown */
+
+        leases = lit[i].leases;
+
+        if (lit[i].counter.len) {
+            counter = ngx_http_zk_lock_counter(s, &lit[i].counter);
+
+            if (counter && counter->value) {
+                leases = counter->value;
+            }
+        }
+
+        if (lit[i].rw) {
+            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL,
+                                           "rwlock", 0, 1, 0);
+
+        } else if (lit[i].v2) {
+            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, "/leases",
+                                           "semaphore v2", leases, 0, 0);
+            if (rc == NGX_OK) {
+                /* its queue to create a lease: Curator's internal mutex */
+                rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, "/locks",
+                                               "semaphore v2 mutex", 1, 0, 0);
+            }
+
+        } else {
+            type = (leases == 1 && lit[i].counter.len == 0)
+                   ? "mutex" : "semaphore";
+            rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL, type,
+                                           leases, 0, 0);
+        }
+
+        if (rc != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* the paths built from variables that live in this worker */
+
+static ngx_int_t
+ngx_http_zk_lock_view_live(ngx_http_zk_lock_view_snap_t *snap,
+    ngx_http_zk_lock_session_t *s)
+{
+    ngx_str_t                 path;
+    ngx_uint_t                leases, rw;
+    ngx_queue_t              *q;
+    const char               *type;
+    ngx_http_zk_lock_t       *zl;
+    ngx_http_zk_lock_node_t  *node;
+
+    for (q = ngx_queue_head(&s->all);
+         q != ngx_queue_sentinel(&s->all);
+         q = ngx_queue_next(q))
+    {
+        zl = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
+
+        if (ngx_queue_empty(&zl->nodes)
+            || ngx_http_zk_lock_view_known(snap, zl->path))
+        {
+            continue;
+        }
+
+        /* the recipe is the one of its nodes: one per path */
+
+        node = ngx_queue_data(ngx_queue_head(&zl->nodes),
+                              ngx_http_zk_lock_node_t, queue);
+
+        leases = ngx_http_zk_lock_recipe_leases(node);
+        rw = (node->kind == NGX_HTTP_ZK_LOCK_READ
+              || node->kind == NGX_HTTP_ZK_LOCK_WRITE);
+
+        type = rw ? "rwlock"
+               : (node->kind == NGX_HTTP_ZK_LOCK_COUNT) ? "semaphore v2"
+               : (leases == 1) ? "mutex" : "semaphore";
+
+        path.data = zl->path;
+        path.len = ngx_strlen(zl->path);
+
+        if (ngx_http_zk_lock_view_add(snap, &path, NULL, type, leases, rw, 1)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
 }
 
 
