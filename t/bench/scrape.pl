@@ -4,8 +4,9 @@
 # entry), its Prometheus page scraped alone, then by --scrapers clients
 # at once while a gated request (an uncontended zk_mutex) is timed on the
 # same worker.  Reports the page's size, the time of one scrape, the
-# worker's peak memory (VmHWM) grown by the scrapes, and the gated
-# request's time during the burst against its time alone.
+# worker's peak memory (VmHWM) grown by the scrapes, the worker's CPU
+# time for a burst, and the gated request's time during the burst against
+# its time alone.
 #
 #   perl t/bench/scrape.pl [--locks 2000] [--scrapers 100] [--rounds 3]
 #
@@ -70,18 +71,20 @@ gated() for 1 .. 3;
 my (undef, $size) = curl_time();
 my $hwm0 = hwm();
 
-my (@alone, @burst, @scrape);
+my (@alone, @burst, @scrape, @cpu);
 
 for my $round (1 .. $rounds) {
     push @alone, gated();
     push @scrape, (curl_time())[0];
 
     my $url = 'http://127.0.0.1:' . $ng->port . '/metrics';
+    my $cpu0 = ZkLock::Test::cpu_seconds($pid);
     my $burst = spawn(cmd => [ 'sh', '-c', "seq $scrapers | xargs -P "
         . "$scrapers -I{} curl -s -o /dev/null $url" ]);
     sleep 0.02;
     push @burst, gated();
     proc_wait($burst, 120);
+    push @cpu, ZkLock::Test::cpu_seconds($pid) - $cpu0;
 }
 
 sub median { my @x = sort { $a <=> $b } @_; return $x[$#x / 2] }
@@ -90,6 +93,8 @@ printf "locks %d, page %.1f MB, one scrape %.1f ms (median of %d)\n",
     $locks, $size / 1e6, 1000 * median(@scrape), $rounds;
 printf "worker peak memory grown by %d scrapes x %d rounds: %.1f MB\n",
     $scrapers, $rounds, (hwm() - $hwm0) / 1024;
+printf "worker CPU for %d scrapes: %.0f ms (median of %d)\n", $scrapers,
+    1000 * median(@cpu), $rounds;
 printf "gated request alone %.1f ms, during %d scrapes %.1f ms "
     . "(median of %d)\n", 1000 * median(@alone), $scrapers,
     1000 * median(@burst), $rounds;
