@@ -154,6 +154,13 @@ commanded line by line. Methods: get($name, $path) (a stream), reset($name)
 (RST_STREAM CANCEL), close (the TCP connection, at once), events (its
 event log: "status NAME CODE", "done NAME", "reset NAME CODE", "closed"),
 wait($regex, $timeout) -> bool (the event log matches), stop;
+h3_browser($url, $spki) -> $h3: headless Chromium (prerequisite chromium)
+on QUIC, t/lib/h3_browser.py: loads $url, a page of the nginx under test
+defining get/reset/drain in JavaScript (see that script; t/http3.t has
+one), accepting the certificate whose public key hashes to $spki; the
+same methods as h2_client's (reset aborts the fetch: Chromium cancels
+its stream), events "connected PROTO", "status NAME CODE", "done NAME
+PROTO", "aborted NAME", "error TEXT";
 curator_name($kind) -> "_c_<random uuid>-$kind", the prefix of a Curator
 participant's node ($kind "lock-" by default; "__READ__", "__WRIT__" for a
 rwlock, "lease-" for a semaphore v2 lease): the module reads sequence
@@ -216,7 +223,7 @@ our @EXPORT = qw(
     http_abort_after
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
     zk_wait_gone zk_hold zk_4lw curator_name
-    http2_listen h2_client
+    http2_listen h2_client h3_browser
     wait_for free_port proc_wait pid_alive started_pids tempdir
     sessions_connected no_ephemerals cpu_seconds
     run_cmd spawn register_pid slurp

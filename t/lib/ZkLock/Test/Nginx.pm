@@ -37,6 +37,12 @@ sub h2_client {
     return ZkLock::Test::H2->new($port);
 }
 
+sub h3_browser {
+    my ($url, $spki) = @_;
+    require_prereqs('chromium');
+    return ZkLock::Test::H3->new($url, $spki);
+}
+
 # =================================================================== classes
 
 package ZkLock::Test::Nginx;
@@ -233,17 +239,23 @@ use IO::Handle;
 # t/lib/h2client.py: commands on a pipe to its stdin, events to a log file
 sub new {
     my ($class, $port) = @_;
-    pipe(my $r, my $w) or croak "pipe: $!";
-    $w->autoflush(1);
-    my $log = ZkLock::Test::_misc_dir() . "/h2-$$-" . int(rand 1e9) . '.log';
-    my $pid = ZkLock::Test::spawn(name => 'h2client', stdin => $r,
-        log => $log, cmd => [$ZkLock::Test::PYTHON,
-            "$ZkLock::Test::LIB_DIR/h2client.py", $port]);
-    CORE::close $r;
-    my $self = bless { pid => $pid, w => $w, log => $log }, $class;
+    my $self = $class->_spawn('h2client', "$ZkLock::Test::LIB_DIR/h2client.py",
+        $port);
     $self->wait(qr/^connected$/m, 10)
         or croak "h2client: no connection: " . $self->events;
     return $self;
+}
+
+sub _spawn {
+    my ($class, $name, @args) = @_;
+    pipe(my $r, my $w) or croak "pipe: $!";
+    $w->autoflush(1);
+    my $log = ZkLock::Test::_misc_dir() . "/$name-$$-" . int(rand 1e9)
+        . '.log';
+    my $pid = ZkLock::Test::spawn(name => $name, stdin => $r,
+        log => $log, cmd => [$ZkLock::Test::PYTHON, @args]);
+    CORE::close $r;
+    return bless { pid => $pid, w => $w, log => $log }, $class;
 }
 
 sub events { my $t = ZkLock::Test::slurp($_[0]{log}); $t // '' }
@@ -267,6 +279,35 @@ sub stop {
     my ($self) = @_;
     CORE::close delete $self->{w} if $self->{w};
     defined ZkLock::Test::proc_wait($self->{pid}, 10)
+        or kill 'KILL', -$self->{pid};
+}
+
+# ------------------------------------------------------------------ HTTP/3
+
+# t/lib/h3_browser.py: headless Chromium on QUIC, the same commands and
+# events as h2client.py ("reset" aborts a fetch: Chromium cancels its
+# stream); "connected h3" once the page has loaded over HTTP/3
+package ZkLock::Test::H3;
+
+use strict;
+use warnings;
+use Carp;
+our @ISA = ('ZkLock::Test::H2');
+
+sub new {
+    my ($class, $url, $spki) = @_;
+    my $self = $class->_spawn('h3browser',
+        "$ZkLock::Test::LIB_DIR/h3_browser.py", $url, $spki);
+    $self->wait(qr/^(?:connected|error) /m, 60)
+        or croak "h3_browser: the page did not load: " . $self->events;
+    return $self;
+}
+
+# closing stdin quits the browser: give it the time to
+sub stop {
+    my ($self) = @_;
+    CORE::close delete $self->{w} if $self->{w};
+    defined ZkLock::Test::proc_wait($self->{pid}, 20)
         or kill 'KILL', -$self->{pid};
 }
 
