@@ -136,6 +136,7 @@ struct ngx_http_zk_lock_pool_s {
     ngx_uint_t                    floor;
     unsigned                      others:1;   /* another participant waits */
     unsigned                      owed:1;     /* one waits under its share */
+    unsigned                      lagging:1;  /* one waits with its floor */
 };
 
 
@@ -513,7 +514,10 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
  * toward the share when somebody is owed a lease: it will hold before a
  * participant that queued after it, and a lease ended while it waits (two
  * requests that end together, the listing in between not heard yet) must
- * go back for the one owed.  Over its share, or
+ * go back for the one owed.  A share that is not a whole number of leases
+ * (8 over 6 instances: 2, 2, 1, 1, 1, 1) rotates: a worker at the share
+ * rounded up gives one back, a quantum at a time, while another that
+ * wants more holds it rounded down.  Over its share, or
  * watched by a waiter that holds nothing (a Curator client waits for that
  * node alone), the worker gives a lease back instead, at the end of a
  * request once the lease has served for a quantum, or when it has idled
@@ -558,7 +562,9 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
                || (pool->others
                    && (pool->held > pool->ceil
                        || (pool->owed
-                           && pool->held + pool->queued > pool->floor))))
+                           && pool->held + pool->queued > pool->floor)
+                       || (pool->lagging && pool->ceil > pool->floor
+                           && pool->held >= pool->ceil))))
     {
         /*
          * within its quantum, it serves on, or idles for the grace: a
@@ -1232,6 +1238,7 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
     share = ours;
     pool->others = 0;
     pool->owed = 0;
+    pool->lagging = 0;
 
     for (i = 0; i < np; i = j) {
         held = 0;
@@ -1359,9 +1366,10 @@ ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
     ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
     size_t len)
 {
-    ngx_uint_t  i, j, held, waits, due;
+    ngx_uint_t  i, j, held, waits, due, even;
 
     due = ngx_max(level / 1000, 1);
+    even = (level + 999) / 1000;
 
     for (i = 0; i < np; i = j) {
         held = 0;
@@ -1387,6 +1395,11 @@ ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
                                         NGX_HTTP_ZK_LOCK_INSTANCE_LEN)))
         {
             continue;
+        }
+
+        if (waits && held < even) {
+            /* the fraction of a share rotates, see assign() */
+            pool->lagging = 1;
         }
 
         if (waits && held < due) {
