@@ -21,14 +21,23 @@
  *      | bad, or closed | closed by the worker
  *      v                v
  *    closed          released, closed
+ *
+ * A kept lease lent to the worker (see ngx_http_zk_lock_remote.c) is
+ * recalled with "r\n" when the pool wants it back, and when this worker
+ * exits; the worker says "e\n" before it closes one that it kept for
+ * "keep" unused.
  */
 
 
 /* a broker keeps the worker alive while it holds for others, ms */
 #define NGX_HTTP_ZK_LOCK_BROKER_ALIVE  86400000
 
+/* the trust in the session is told this often, a part of its timeout */
+#define NGX_HTTP_ZK_LOCK_BROKER_BEATS  8
+
 
 typedef struct {
+    ngx_queue_t                   queue;      /* in the broker's asks */
     ngx_connection_t             *conn;
     ngx_http_zk_lock_node_t      *node;       /* once asked */
     size_t                        len;        /* read */
@@ -43,12 +52,18 @@ static void ngx_http_zk_lock_broker_accept(ngx_event_t *ev);
 static void ngx_http_zk_lock_broker_read(ngx_event_t *rev);
 static ngx_int_t ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask);
 static void ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_broker_recall(ngx_http_zk_lock_node_t *node);
+static ngx_int_t ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask);
+static u_char *ngx_http_zk_lock_broker_trust(u_char *p);
+static void ngx_http_zk_lock_broker_beat(ngx_event_t *ev);
 static void ngx_http_zk_lock_broker_alive(ngx_event_t *wev);
 static void ngx_http_zk_lock_broker_close(ngx_http_zk_lock_ask_t *ask);
 
 
 static ngx_http_zk_lock_session_t  *ngx_http_zk_lock_broker_session;
 static ngx_array_t                 *ngx_http_zk_lock_broker_specs;
+static ngx_queue_t                  ngx_http_zk_lock_broker_asks;
+static ngx_event_t                  ngx_http_zk_lock_broker_beater;
 
 
 /*
@@ -83,6 +98,7 @@ ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
 
     ngx_http_zk_lock_broker_session = s;
     ngx_http_zk_lock_broker_specs = specs;
+    ngx_queue_init(&ngx_http_zk_lock_broker_asks);
 
     fd = ngx_socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd == (ngx_socket_t) -1) {
@@ -127,7 +143,25 @@ ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
         return NGX_ERROR;
     }
 
+    /* the debug log of a timer names its event's connection */
+    ngx_http_zk_lock_broker_beater.data = c;
+    ngx_http_zk_lock_broker_beater.handler = ngx_http_zk_lock_broker_beat;
+    ngx_http_zk_lock_broker_beater.log = &s->log;
+    ngx_http_zk_lock_broker_beater.cancelable = 1;
+    ngx_http_zk_lock_broker_beat(&ngx_http_zk_lock_broker_beater);
+
     return NGX_OK;
+}
+
+
+int64_t
+ngx_http_zk_lock_broker_clock(void)
+{
+    struct timespec  ts;
+
+    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 
@@ -174,6 +208,7 @@ ngx_http_zk_lock_broker_accept(ngx_event_t *ev)
         }
 
         ask->conn = c;
+        ngx_queue_insert_tail(&ngx_http_zk_lock_broker_asks, &ask->queue);
         c->data = ask;
         c->log = lc->log;
         c->read->log = c->log;
@@ -201,7 +236,7 @@ ngx_http_zk_lock_broker_read(ngx_event_t *rev)
     c = rev->data;
     ask = c->data;
 
-    if (c->close) {
+    if (c->close && ngx_http_zk_lock_broker_exiting(ask) != NGX_OK) {
         /* worker_shutdown_timeout has passed */
         ngx_http_zk_lock_broker_close(ask);
         return;
@@ -234,6 +269,8 @@ ngx_http_zk_lock_broker_read(ngx_event_t *rev)
         }
 
         if (ask->node) {
+            /* "e\n": its lease, kept by the worker for "keep", unused */
+            ask->node->spent = 1;
             continue;
         }
 
@@ -310,11 +347,15 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
 
     ask->node = ngx_http_zk_lock_take(ngx_http_zk_lock_broker_session,
                                       specs[v[0]], &path, v[1], &info, v[2],
-                                      ngx_http_zk_lock_broker_told, ask,
+                                      ngx_http_zk_lock_broker_told,
+                                      ngx_http_zk_lock_broker_recall, ask,
                                       ask->conn->log);
     if (ask->node == NULL) {
         return NGX_ERROR;
     }
+
+    /* a lease lent: recalled once this worker exits, see exiting() */
+    ask->conn->idle = ask->node->ticket;
 
     if (ask->node->state == NGX_HTTP_ZK_LOCK_HELD) {
         /* a lease that the broker kept */
@@ -330,16 +371,21 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
 static void
 ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
 {
-    u_char                   line[NGX_HTTP_ZK_LOCK_BROKER_LINE], *p;
+    u_char                   line[2 * NGX_HTTP_ZK_LOCK_BROKER_LINE], *p;
     ssize_t                  n;
     ngx_http_zk_lock_ask_t  *ask;
 
     ask = node->data;
 
-    p = ngx_snprintf(line, sizeof(line), NGX_HTTP_ZK_LOCK_BROKER_TELL,
+    p = ngx_snprintf(line, NGX_HTTP_ZK_LOCK_BROKER_LINE,
+                     NGX_HTTP_ZK_LOCK_BROKER_TELL,
                      (int) node->state, node->error, node->seq, node->czxid,
                      (int) node->reused,
                      node->name_len ? node->name : (u_char *) "-");
+
+    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        p = ngx_http_zk_lock_broker_trust(p);
+    }
 
     /* a few bytes to a socket that reads them: it has room, or is gone */
 
@@ -351,6 +397,94 @@ ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
                       "node \"%s\", released", node->name);
         ngx_http_zk_lock_broker_close(ask);
     }
+}
+
+
+/* "h <deadline>": until when the session may be trusted, if at all */
+
+static u_char *
+ngx_http_zk_lock_broker_trust(u_char *p)
+{
+    ngx_msec_t  trust;
+
+    trust = ngx_http_zk_lock_session_trust(ngx_http_zk_lock_broker_session);
+
+    if (trust == 0) {
+        return p;
+    }
+
+    return ngx_sprintf(p, NGX_HTTP_ZK_LOCK_BROKER_TRUST,
+                       ngx_http_zk_lock_broker_clock() + (int64_t) trust);
+}
+
+
+static void
+ngx_http_zk_lock_broker_beat(ngx_event_t *ev)
+{
+    u_char                   line[NGX_HTTP_ZK_LOCK_BROKER_LINE], *p;
+    ngx_msec_t               every;
+    ngx_queue_t             *q;
+    ngx_http_zk_lock_ask_t  *ask;
+
+    p = ngx_http_zk_lock_broker_trust(line);
+
+    for (q = ngx_queue_head(&ngx_http_zk_lock_broker_asks);
+         p != line && q != ngx_queue_sentinel(&ngx_http_zk_lock_broker_asks);
+         q = ngx_queue_next(q))
+    {
+        ask = ngx_queue_data(q, ngx_http_zk_lock_ask_t, queue);
+
+        if (ask->node && ask->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+            /* one that cannot take it is seen by read() */
+            (void) send(ask->conn->fd, line, p - line, 0);
+        }
+    }
+
+    every = ngx_http_zk_lock_broker_session->negotiated
+            / NGX_HTTP_ZK_LOCK_BROKER_BEATS;
+
+    ngx_add_timer(ev, ngx_max(every, 100));
+}
+
+
+/* a few bytes to a socket that reads them: one gone is seen by read() */
+
+static void
+ngx_http_zk_lock_broker_recall(ngx_http_zk_lock_node_t *node)
+{
+    ngx_http_zk_lock_ask_t  *ask;
+
+    ask = node->data;
+
+    (void) send(ask->conn->fd, "r\n", 2, 0);
+}
+
+
+/*
+ * This worker exits (ngx_close_idle_connections()): a lease lent is
+ * recalled, and its ask stays until the worker gives it back
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask)
+{
+    ngx_connection_t  *c;
+
+    c = ask->conn;
+
+    if (c->error || !c->idle) {
+        return NGX_DECLINED;
+    }
+
+    c->close = 0;
+    c->idle = 0;
+
+    if (!ask->node->recalled) {
+        ask->node->recalled = 1;
+        ngx_http_zk_lock_broker_recall(ask->node);
+    }
+
+    return NGX_OK;
 }
 
 
@@ -372,6 +506,7 @@ ngx_http_zk_lock_broker_close(ngx_http_zk_lock_ask_t *ask)
         ask->node = NULL;
     }
 
+    ngx_queue_remove(&ask->queue);
     ngx_close_connection(ask->conn);
     ngx_free(ask);
 }

@@ -33,6 +33,18 @@
  * released; closed by the broker (it exited, or crashed), the node is
  * lost, as with an expired session.  Either process may die at any time:
  * the kernel closes its end.
+ *
+ * A broker that stalls (a long computation, a swap storm) cannot tell of
+ * its session's jeopardy: with each line of a node that holds, and every
+ * few seconds while it holds, the broker tells until when its session may
+ * be trusted, on the system's monotonic clock,
+ *
+ *   "h <deadline in ms>\n"
+ *
+ * and a worker whose broker falls silent lets the node go at that time as
+ * the broker itself would have (see ngx_http_zk_lock_remote.c).  A kept
+ * lease that the worker keeps between its requests is recalled with
+ * "r\n"; "e\n" from the worker says that it kept it for "keep" unused.
  */
 
 
@@ -46,12 +58,15 @@
 /* the longest node data asked for, see eval_info() */
 #define NGX_HTTP_ZK_LOCK_BROKER_INFO  256
 
+#define NGX_HTTP_ZK_LOCK_BROKER_TRUST  "h %L\n"
+
 
 ngx_int_t ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle,
     ngx_http_zk_lock_session_t *s, ngx_array_t *specs,
     ngx_uint_t generation);
 socklen_t ngx_http_zk_lock_broker_addr(struct sockaddr_un *sun,
     ngx_uint_t generation, ngx_uint_t slot);
+int64_t ngx_http_zk_lock_broker_clock(void);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_ */

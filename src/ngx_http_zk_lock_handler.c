@@ -710,6 +710,7 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     ngx_str_t *path, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify)
 {
     ngx_str_t                      info;
+    ngx_msec_t                     keep;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
@@ -719,14 +720,16 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     }
 
     if (lmcf->session->brokered) {
+        keep = ngx_http_zk_lock_kept(hold->spec, hold->weight, try);
+
         return ngx_http_zk_lock_remote_acquire(hold->spec->id, path,
-                                               hold->weight, &info, try,
+                                               hold->weight, &info, try, keep,
                                                notify, ctx,
                                                r->connection->log);
     }
 
     return ngx_http_zk_lock_take(lmcf->session, hold->spec, path,
-                                 hold->weight, &info, try, notify, ctx,
+                                 hold->weight, &info, try, notify, NULL, ctx,
                                  r->connection->log);
 }
 

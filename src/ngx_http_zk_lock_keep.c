@@ -70,6 +70,9 @@
  *   IDLE --the session may expire (jeopardy)--> given back
  *   BUSY --jeopardy--> its request is told, and the lease is given back
  *       when the request ends, not kept
+ *   BUSY, lent to an owner that keeps it between its requests (a sibling
+ *       worker's, zk_sessions) --wanted back (see lent())--> recalled: its
+ *       owner ends it at once if idle, else at the end of its request
  */
 
 
@@ -159,13 +162,15 @@ static ngx_int_t ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_counter_t *counter);
 static ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_ticket(
     ngx_http_zk_lock_pool_t *pool, ngx_http_zk_lock_notify_pt notify,
-    void *data, ngx_log_t *log);
+    ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
 static void ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool);
 static void ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
     ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease);
+static void ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_recall(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
@@ -235,7 +240,7 @@ ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient, void *tag, ngx_http_zk_lock_notify_pt notify,
-    void *data, ngx_log_t *log)
+    ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
 {
     ngx_queue_t               *q;
     ngx_http_zk_lock_pool_t   *pool;
@@ -251,7 +256,7 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     pool->keep = keep;
     pool->tag = tag;
 
-    ticket = ngx_http_zk_lock_keep_ticket(pool, notify, data, log);
+    ticket = ngx_http_zk_lock_keep_ticket(pool, notify, recall, data, log);
     if (ticket == NULL) {
         ngx_http_zk_lock_keep_gc(pool);
         return NULL;
@@ -281,6 +286,7 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_queue_insert_tail(&pool->tickets, &ticket->queue);
     pool->lock->tickets++;
 
+    ngx_http_zk_lock_keep_lent(pool);
     ngx_http_zk_lock_keep_refill(pool);
 
     return ticket;
@@ -397,7 +403,8 @@ ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
 static ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_http_zk_lock_notify_pt notify, ngx_http_zk_lock_notify_pt recall,
+    void *data, ngx_log_t *log)
 {
     ngx_http_zk_lock_node_t  *ticket;
 
@@ -413,6 +420,7 @@ ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
     ticket->weight = 1;
     ticket->ticket = 1;
     ticket->notify = notify;
+    ticket->recall = recall;
     ticket->data = data;
     ticket->log = log;
     ticket->notify_event.handler = ngx_http_zk_lock_keep_tell_handler;
@@ -642,6 +650,71 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
     ticket->czxid = node->czxid;
     ticket->name_len = node->name_len;
     ngx_memcpy(ticket->name, node->name, sizeof(node->name));
+
+    if (lease->doomed || lease->excess || lease->pool->others
+        || lease->pool->lock->tickets || ngx_exiting)
+    {
+        /* to come back at the end of its request, whoever owns it */
+        ngx_http_zk_lock_keep_recall(lease);
+    }
+}
+
+
+/*
+ * A lent ticket (zk_sessions: a sibling worker's) may be kept by its owner
+ * between its requests, and the pool sees none of them end: its owner is
+ * asked for it back whenever the pool would decide at a request's end,
+ * that is while somebody else waits, in ZooKeeper or in the pool, and
+ * when the lease is to go (see assign()); one recalled per ticket that
+ * waits here, all for anybody else.  The owner gives it back at once if
+ * it is idle, else when its request ends.
+ */
+
+static void
+ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
+{
+    ngx_uint_t                 waiting;
+    ngx_queue_t               *q;
+    ngx_http_zk_lock_lease_t  *lease;
+
+    waiting = pool->lock->tickets;
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = ngx_queue_next(q))
+    {
+        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+
+        if (lease->state != NGX_HTTP_ZK_LOCK_KEEP_BUSY
+            || lease->ticket->recall == NULL)
+        {
+            continue;
+        }
+
+        if (lease->ticket->recalled) {
+            waiting -= (waiting > 0);
+            continue;
+        }
+
+        if (waiting || pool->others || lease->doomed || lease->excess) {
+            waiting -= (waiting > 0);
+            ngx_http_zk_lock_keep_recall(lease);
+        }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_keep_recall(ngx_http_zk_lock_lease_t *lease)
+{
+    ngx_http_zk_lock_node_t  *ticket;
+
+    ticket = lease->ticket;
+
+    if (ticket->recall && !ticket->recalled) {
+        ticket->recalled = 1;
+        ticket->recall(ticket);
+    }
 }
 
 
@@ -951,7 +1024,10 @@ ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
         lease = ticket->kept;
         lease->ticket = NULL;
 
-        if (lease->node->error == NGX_HTTP_ZK_LOCK_JEOPARDY) {
+        if (lease->node->error == NGX_HTTP_ZK_LOCK_JEOPARDY
+            || (ticket->spent && pool->lock->tickets == 0))
+        {
+            /* not kept: in jeopardy, or kept by its owner for "keep" */
             ngx_http_zk_lock_keep_give_back(lease, 0);
 
         } else {
@@ -1126,6 +1202,7 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
     ngx_free(parts);
 
     ngx_http_zk_lock_keep_excess(pool, children, n, leases);
+    ngx_http_zk_lock_keep_lent(pool);
 
     if (!pool->others) {
         ngx_http_zk_lock_keep_gc(pool);

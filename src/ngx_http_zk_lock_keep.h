@@ -32,7 +32,8 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_acquire(
     ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
     ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient, void *tag,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+    ngx_http_zk_lock_notify_pt notify, ngx_http_zk_lock_notify_pt recall,
+    void *data, ngx_log_t *log);
 void ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 void ngx_http_zk_lock_keep_init(ngx_http_zk_lock_keep_report_pt report);

@@ -144,6 +144,8 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      pooled:1;   /* a lease a worker keeps */
     unsigned                      ticket:1;   /* a request on a pool */
     unsigned                      reused:1;   /* a ticket on a kept lease */
+    unsigned                      recalled:1; /* a lent ticket, wanted back */
+    unsigned                      spent:1;    /* lent, and idle for keep */
 
     u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
@@ -157,6 +159,12 @@ struct ngx_http_zk_lock_node_s {
 
     /* a ticket's lease, see ngx_http_zk_lock_keep.c */
     void                         *kept;
+
+    /*
+     * A ticket lent to an owner that may keep it between its requests (a
+     * sibling worker, see ngx_http_zk_lock_broker.c): asked to end it
+     */
+    ngx_http_zk_lock_notify_pt    recall;
 
     /*
      * A node that a sibling's session holds for this worker (see

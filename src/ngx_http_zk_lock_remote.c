@@ -22,6 +22,29 @@
  * zk_lock_lost; one that waited asks again, a broker respawned or
  * another, and waits on for the rest of its owner's timeout, at the back
  * of the queue.
+ *
+ * A kept lease (keep=) is kept here too: when its request ends, the node
+ * and its connection are parked, and the worker's next request on the
+ * same lock runs on it with no word to the broker, as on a lease the
+ * worker's own session kept.  The broker recalls it when it wants it back
+ * (somebody else waits, see keep_lent()): a parked node goes at once, a
+ * busy one when its request ends.  Parked for "keep" with no request, it
+ * goes with a word that it was not used, so that the broker does not keep
+ * it for as long again.
+ *
+ * A held node is trusted until the time the broker's last word gave (see
+ * broker.h): a broker that stalls past it cannot tell that its session
+ * may expire, so the owner is told here, as the broker would have told
+ * it, and a parked node goes.
+ *
+ *              held            the request ends
+ *   (asked) ----------> BUSY -------------------> PARKED
+ *                        ^     (kept, not recalled) |
+ *                        |  a request on the lock   |
+ *                        +--------------------------+
+ *                                                   |
+ *        recalled, any word or the end from the     v
+ *        broker, "keep" passed, the worker exiting:  released
  */
 
 
@@ -32,12 +55,17 @@
 
 typedef struct {
     ngx_http_zk_lock_node_t       node;       /* first: the owner's view */
-    ngx_queue_t                   queue;      /* in the worker's */
+    ngx_queue_t                   queue;      /* nodes, or parked */
     ngx_connection_t             *conn;
     ngx_uint_t                    id;         /* of the directive */
     ngx_str_t                     ask;        /* to ask again */
-    ngx_event_t                   retry;
+    ngx_event_t                   retry;      /* or, PARKED: "keep" */
     ngx_msec_t                    pause;
+    ngx_msec_t                    keep;       /* kept between requests */
+    int64_t                       deadline;   /* trusted until, HELD */
+    ngx_event_t                   trust;
+    unsigned                      parked:1;
+    unsigned                      recalled:1;
     size_t                        len;        /* of the line being read */
     u_char                        line[NGX_HTTP_ZK_LOCK_BROKER_LINE];
 } ngx_http_zk_lock_remote_t;
@@ -55,11 +83,21 @@ static void ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn);
 static void ngx_http_zk_lock_remote_nothing(ngx_event_t *ev);
 static void ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node);
+static ngx_http_zk_lock_node_t *ngx_http_zk_lock_remote_unpark(ngx_uint_t id,
+    ngx_str_t *path, ngx_http_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log);
+static void ngx_http_zk_lock_remote_park(ngx_http_zk_lock_remote_t *rn);
+static ngx_int_t ngx_http_zk_lock_remote_trust(ngx_http_zk_lock_remote_t *rn,
+    u_char *line, u_char *last);
+static void ngx_http_zk_lock_remote_distrust(ngx_event_t *ev);
+static void ngx_http_zk_lock_remote_expire(ngx_event_t *ev);
+static void ngx_http_zk_lock_remote_free(ngx_http_zk_lock_remote_t *rn);
 
 
 static ngx_uint_t   ngx_http_zk_lock_remote_sessions;
 static ngx_uint_t   ngx_http_zk_lock_remote_generation;
 static ngx_queue_t  ngx_http_zk_lock_remote_nodes;
+static ngx_queue_t  ngx_http_zk_lock_remote_parked_nodes;
 
 
 void
@@ -68,17 +106,25 @@ ngx_http_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation)
     ngx_http_zk_lock_remote_sessions = sessions;
     ngx_http_zk_lock_remote_generation = generation;
     ngx_queue_init(&ngx_http_zk_lock_remote_nodes);
+    ngx_queue_init(&ngx_http_zk_lock_remote_parked_nodes);
 }
 
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
-    ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
+    ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
     ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     u_char                     *p;
     ngx_http_zk_lock_node_t    *node;
     ngx_http_zk_lock_remote_t  *rn;
+
+    if (keep) {
+        node = ngx_http_zk_lock_remote_unpark(id, path, notify, data, log);
+        if (node) {
+            return node;
+        }
+    }
 
     rn = ngx_calloc(sizeof(ngx_http_zk_lock_remote_t) + path->len + 1
                     + NGX_HTTP_ZK_LOCK_BROKER_HEAD + path->len + info->len,
@@ -88,6 +134,7 @@ ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
     }
 
     rn->id = id;
+    rn->keep = keep;
 
     /* the ask, kept: "<directive> <weight> <try> <lengths>\n" path info */
 
@@ -106,6 +153,11 @@ ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
     rn->retry.log = ngx_cycle->log;
     rn->retry.cancelable = 1;
     rn->pause = NGX_HTTP_ZK_LOCK_REMOTE_RETRY;
+
+    rn->trust.handler = ngx_http_zk_lock_remote_distrust;
+    rn->trust.data = rn;
+    rn->trust.log = ngx_cycle->log;
+    rn->trust.cancelable = 1;
 
     node = &rn->node;
     node->state = NGX_HTTP_ZK_LOCK_PARKED;
@@ -164,6 +216,7 @@ ngx_http_zk_lock_remote_connect(ngx_http_zk_lock_remote_t *rn)
 
     rn->conn = c;
     rn->len = 0;
+    rn->recalled = 0;
     c->data = rn;
     c->read->log = c->log;
     c->write->log = c->log;
@@ -251,6 +304,12 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
     c = rev->data;
     rn = c->data;
 
+    if (c->close && rn->parked) {
+        /* the worker exits (ngx_close_idle_connections()) */
+        ngx_http_zk_lock_remote_free(rn);
+        return;
+    }
+
     if (c->close) {
         /* worker_shutdown_timeout has passed: no asking again */
         ngx_close_connection(c);
@@ -296,6 +355,14 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
         }
     }
 
+    if (rn->parked
+        && (rn->recalled || rn->node.state != NGX_HTTP_ZK_LOCK_HELD
+            || rn->node.error))
+    {
+        ngx_http_zk_lock_remote_free(rn);
+        return;
+    }
+
     if (ngx_handle_read_event(rev, 0) != NGX_OK) {
         ngx_http_zk_lock_remote_gone(rn);
     }
@@ -312,6 +379,16 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
     ngx_int_t                 state, error, reused;
     ngx_uint_t                i;
     ngx_http_zk_lock_node_t  *node;
+
+    if (last - line == 1 && *line == 'r') {
+        /* recalled: not to be kept once its request ends */
+        rn->recalled = 1;
+        return NGX_OK;
+    }
+
+    if (*line == 'h') {
+        return ngx_http_zk_lock_remote_trust(rn, line, last);
+    }
 
     f[0] = line;
 
@@ -353,6 +430,10 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
     ngx_memcpy(node->name, f[5], node->name_len);
     node->name[node->name_len] = '\0';
 
+    if (state != NGX_HTTP_ZK_LOCK_HELD && rn->trust.timer_set) {
+        ngx_del_timer(&rn->trust);
+    }
+
     if (!node->notify_event.posted) {
         ngx_post_event(&node->notify_event, &ngx_posted_events);
     }
@@ -368,6 +449,11 @@ ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn)
 {
     ngx_uint_t                asked;
     ngx_http_zk_lock_node_t  *node;
+
+    if (rn->parked) {
+        ngx_http_zk_lock_remote_free(rn);
+        return;
+    }
 
     asked = (rn->conn != NULL);
 
@@ -420,7 +506,10 @@ ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev)
 }
 
 
-/* the owner is done: closing the connection releases the broker's node */
+/*
+ * The owner is done: closing the connection releases the broker's node,
+ * unless it is a lease to keep
+ */
 
 static void
 ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node)
@@ -428,6 +517,25 @@ ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node)
     ngx_http_zk_lock_remote_t  *rn;
 
     rn = (ngx_http_zk_lock_remote_t *) node;
+
+    if (rn->keep && !rn->recalled && rn->conn
+        && node->state == NGX_HTTP_ZK_LOCK_HELD && node->error == 0
+        && !ngx_exiting && !ngx_terminate && !ngx_quit)
+    {
+        ngx_http_zk_lock_remote_park(rn);
+        return;
+    }
+
+    ngx_http_zk_lock_remote_free(rn);
+}
+
+
+static void
+ngx_http_zk_lock_remote_free(ngx_http_zk_lock_remote_t *rn)
+{
+    ngx_http_zk_lock_node_t  *node;
+
+    node = &rn->node;
 
     if (node->notify_event.posted) {
         ngx_delete_posted_event(&node->notify_event);
@@ -441,8 +549,178 @@ ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node)
         ngx_del_timer(&rn->retry);
     }
 
+    if (rn->trust.timer_set) {
+        ngx_del_timer(&rn->trust);
+    }
+
     ngx_queue_remove(&rn->queue);
     ngx_free(rn);
+}
+
+
+/* a lease parked on the lock: the request runs on it, no word to anybody */
+
+static ngx_http_zk_lock_node_t *
+ngx_http_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
+    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+{
+    ngx_queue_t                *q, *pq;
+    ngx_http_zk_lock_node_t    *node;
+    ngx_http_zk_lock_remote_t  *rn;
+
+    for (q = ngx_queue_last(&ngx_http_zk_lock_remote_parked_nodes);
+         q != ngx_queue_sentinel(&ngx_http_zk_lock_remote_parked_nodes);
+         q = pq)
+    {
+        pq = ngx_queue_prev(q);
+        rn = ngx_queue_data(q, ngx_http_zk_lock_remote_t, queue);
+        node = &rn->node;
+
+        if (rn->id != id
+            || ngx_strncmp(node->remote_path, path->data, path->len) != 0
+            || node->remote_path[path->len] != '\0')
+        {
+            continue;
+        }
+
+        if (rn->deadline <= ngx_http_zk_lock_broker_clock()) {
+            /* its timer is late: not a lease to run on */
+            ngx_http_zk_lock_remote_free(rn);
+            continue;
+        }
+
+        ngx_queue_remove(q);
+        ngx_queue_insert_tail(&ngx_http_zk_lock_remote_nodes, q);
+
+        if (rn->retry.timer_set) {
+            ngx_del_timer(&rn->retry);
+        }
+
+        rn->retry.handler = ngx_http_zk_lock_remote_retry;
+        rn->parked = 0;
+        rn->conn->idle = 0;
+
+        node->notify = notify;
+        node->data = data;
+        node->log = log;
+        node->reused = 1;
+
+        return node;
+    }
+
+    return NULL;
+}
+
+
+/* the last parked is the first taken: the others go after "keep" */
+
+static void
+ngx_http_zk_lock_remote_park(ngx_http_zk_lock_remote_t *rn)
+{
+    ngx_connection_t         *c;
+    ngx_http_zk_lock_node_t  *node;
+
+    node = &rn->node;
+
+    if (node->notify_event.posted) {
+        ngx_delete_posted_event(&node->notify_event);
+    }
+
+    node->notify = NULL;
+    node->data = NULL;
+    node->log = ngx_cycle->log;
+
+    ngx_queue_remove(&rn->queue);
+    ngx_queue_insert_tail(&ngx_http_zk_lock_remote_parked_nodes, &rn->queue);
+
+    rn->parked = 1;
+    rn->retry.handler = ngx_http_zk_lock_remote_expire;
+    ngx_add_timer(&rn->retry, rn->keep);
+
+    /* an exiting worker closes it (ngx_close_idle_connections()) */
+
+    c = rn->conn;
+    c->idle = 1;
+}
+
+
+/* "h <deadline>": the broker's session may be trusted until then */
+
+static ngx_int_t
+ngx_http_zk_lock_remote_trust(ngx_http_zk_lock_remote_t *rn, u_char *line,
+    u_char *last)
+{
+    off_t    deadline;
+    int64_t  left;
+
+    if (last - line < 3 || line[1] != ' ') {
+        return NGX_ERROR;
+    }
+
+    deadline = ngx_atoof(line + 2, last - line - 2);
+    if (deadline == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    rn->deadline = deadline;
+
+    if (rn->node.state == NGX_HTTP_ZK_LOCK_HELD) {
+        left = rn->deadline - ngx_http_zk_lock_broker_clock();
+        ngx_add_timer(&rn->trust, (ngx_msec_t) ngx_max(left, 1));
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * No word from the broker for as long as its session could be trusted: a
+ * broker that is alive would have told that its session may expire
+ */
+
+static void
+ngx_http_zk_lock_remote_distrust(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_node_t    *node;
+    ngx_http_zk_lock_remote_t  *rn;
+
+    rn = ev->data;
+    node = &rn->node;
+
+    if (rn->parked) {
+        ngx_http_zk_lock_remote_free(rn);
+        return;
+    }
+
+    if (node->state != NGX_HTTP_ZK_LOCK_HELD || node->error) {
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, node->log, 0,
+                  "zk_sessions: no word from the broker that holds \"%s\", "
+                  "its session may expire", node->remote_path);
+
+    node->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
+    rn->recalled = 1;
+
+    if (!node->notify_event.posted) {
+        ngx_post_event(&node->notify_event, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_remote_expire(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_remote_t  *rn;
+
+    rn = ev->data;
+
+    /* not used for "keep": the broker gives it back, rather than keep it */
+
+    (void) send(rn->conn->fd, "e\n", 2, 0);
+
+    ngx_http_zk_lock_remote_free(rn);
 }
 
 

@@ -23,7 +23,8 @@
 void ngx_http_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation);
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_remote_acquire(ngx_uint_t id,
     ngx_str_t *path, ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+    ngx_msec_t keep, ngx_http_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log);
 ngx_uint_t ngx_http_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path);
 
 

@@ -1177,6 +1177,27 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
 }
 
 
+/*
+ * How long the session's holders may go on holding without another word
+ * from the server, ms (see probe_handler()): 0 once in jeopardy
+ */
+
+ngx_msec_t
+ngx_http_zk_lock_session_trust(ngx_http_zk_lock_session_t *s)
+{
+    ngx_msec_t  limit, silent;
+
+    if (s->exiting || s->zh == NULL || !s->live || s->jeopardy) {
+        return 0;
+    }
+
+    limit = s->negotiated - s->negotiated / NGX_HTTP_ZK_LOCK_MARGIN;
+    silent = ngx_current_msec - s->heard;
+
+    return (silent < limit) ? limit - silent : 0;
+}
+
+
 static void
 ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s)
 {

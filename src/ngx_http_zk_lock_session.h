@@ -143,6 +143,7 @@ void ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s,
 ngx_uint_t ngx_http_zk_lock_session_ours(ngx_http_zk_lock_session_t *s,
     u_char *name);
 ngx_int_t ngx_http_zk_lock_session_error(int error);
+ngx_msec_t ngx_http_zk_lock_session_trust(ngx_http_zk_lock_session_t *s);
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_ */

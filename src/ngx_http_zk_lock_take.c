@@ -13,16 +13,16 @@
 
 
 /*
- * "try": the first listing answers (see ngx_http_zk_lock_try()).  A kept
- * lease (keep=) is not for a weighted participant, whose nodes must be
- * consecutive, nor for a try.
+ * "try": the first listing answers (see ngx_http_zk_lock_try()).
+ * "recall": an owner that may keep a kept lease between its requests is
+ * asked through it to end it (see keep_recall()).
  */
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t weight,
     ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
-    void *data, ngx_log_t *log)
+    ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
 {
     ngx_http_zk_lock_node_t     *node;
     ngx_http_zk_lock_counter_t  *counter;
@@ -41,10 +41,10 @@ ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
                                               counter, info, spec->transient,
                                               notify, data, log);
 
-    } else if (spec->keep && weight == 1 && !try) {
+    } else if (ngx_http_zk_lock_kept(spec, weight, try)) {
         return ngx_http_zk_lock_keep_acquire(s, path, spec->leases, counter,
                                              spec->keep, spec->transient,
-                                             spec, notify, data, log);
+                                             spec, notify, recall, data, log);
 
     } else {
         node = ngx_http_zk_lock_acquire(s, path,
@@ -62,4 +62,17 @@ ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
     }
 
     return node;
+}
+
+
+/*
+ * A kept lease (keep=) is not for a weighted participant, whose nodes
+ * must be consecutive, nor for a try
+ */
+
+ngx_msec_t
+ngx_http_zk_lock_kept(ngx_http_zk_lock_spec_t *spec, ngx_uint_t weight,
+    ngx_uint_t try)
+{
+    return (!spec->v2 && weight == 1 && !try) ? spec->keep : 0;
 }

@@ -18,11 +18,23 @@
 #     with keep= (the sibling's request runs on the instance's kept lease)
 #  5. a reload while a sibling's request waits through the old broker: it
 #     is served once the lock frees, and the new workers serve too
+#  6. a kept lease lent to a sibling moves between the workers on demand:
+#     4 workers, 1 lease, requests on fresh connections one after the
+#     other land on any worker and are each served at once (the lease is
+#     recalled from the sibling that keeps it), then 20 at once, one at a
+#     time, and the instance holds one node
+#  7. the broker stalls (SIGSTOP) while a sibling keeps a lease: the
+#     sibling serves on it while the broker's session may be trusted, and
+#     no longer: the request running on it is cut off (zk_lock_lost
+#     abort) within 3/4 of the session timeout, and the next waits for
+#     the broker; once the broker runs again, served again
 
 use strict;
 use warnings;
 use Test::More;
 use Time::HiRes qw(time sleep);
+use IO::Socket::INET;
+use IO::Select;
 use lib 't/lib';
 use ZkLock::Test;
 
@@ -106,7 +118,8 @@ EOF
     $be->reset;
     my $res = http_parallel([ map { [ $ng->port, "/k?key=k&sleep=30" ] }
         1 .. 60 ], timeout => 20);
-    is(scalar(grep { $_->{status} == 200 } @$res), 60, '60 x 200');
+    is(scalar(grep { $_->{status} == 200 } @$res), 60, '60 x 200')
+        or diag(join ' ', map { $_->{status} } @$res);
     is($be->stats('k')->{max}, 3, 'three at a time, never more');
     cmp_ok(scalar(zk_children($zk, '/ss/k')), '<=', 3,
         'the instance keeps 3 nodes at most');
@@ -209,6 +222,136 @@ EOF
     is($be->stats('r')->{max}, 1, 'one at a time');
     $ng->stop;
     ok(wait_for(sub { !zk_ephemerals($zk, '/ss/r') }, 5), 'no node left');
+};
+
+# a client on one keepalive connection: (status, headers, time) a request
+sub ka_open {
+    my ($port) = @_;
+    return IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+        Timeout => 10) or die "connect: $!";
+}
+
+sub ka_get {
+    my ($sock, $uri, $timeout) = @_;
+    my ($buf, $t0) = ('', time);
+    print $sock "GET $uri HTTP/1.1\r\nHost: x\r\n\r\n";
+    my $sel = IO::Select->new($sock);
+    while (time - $t0 < ($timeout // 10)) {
+        next unless $sel->can_read(0.2);
+        my $n = sysread($sock, $buf, 65536, length $buf);
+        last if !$n;
+        my ($head, $body) = split /\r\n\r\n/, $buf, 2;
+        next unless defined $body;
+        my %h = map { /^([^:]+):\s*(.*)$/ ? (lc $1, $2) : () }
+            split /\r\n/, $head;
+        my ($status) = $head =~ m{^HTTP/1\.1 (\d+)};
+        return ($status, \%h, time - $t0)
+            if ($h{'content-length'} // -1) == length $body
+               || $body =~ /\r\n0\r\n\r\n$/;
+    }
+    return (0, {}, time - $t0);
+}
+
+subtest 'a kept lease moves between the workers on demand' => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 4);
+    zk_hosts %%ZK%%;
+    zk_sessions 1;
+    server {
+        listen 127.0.0.1:%%PORT%% reuseport;
+        location /mv {
+            zk_semaphore /ss/mv leases=1 keep=30s timeout=5s;
+            add_header X-Pid $pid always;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(wait_for(sub { sessions_made($ng) == 1 }, 10), 'one session');
+    $be->reset;
+    my (%pids, @slow, $bad, $nodes);
+    for my $i (1 .. 40) {
+        my $r = $ng->get("/mv?key=mv&sleep=5");
+        $bad++ if $r->{status} != 200;
+        push @slow, sprintf('%.2f', $r->{time}) if $r->{time} > 1;
+        $pids{ $r->{headers}{'x-pid'} // '?' }++;
+        my $n = () = zk_children($zk, '/ss/mv');
+        $nodes = $n if $n > ($nodes // 0);
+    }
+    ok(!$bad, '40 requests one after the other, all 200');
+    cmp_ok(scalar(keys %pids), '>=', 3, 'served by '
+        . scalar(keys %pids) . ' of the 4 workers');
+    is("@slow", '', 'each at once (none took 1 s)');
+    is($nodes, 1, 'the instance held one node');
+    my $res = http_parallel([ map { [ $ng->port, "/mv?key=mv&sleep=50" ] }
+        1 .. 20 ], timeout => 20);
+    is(scalar(grep { $_->{status} == 200 } @$res), 20, '20 at once, all 200')
+        or diag(join ' ', map { $_->{status} } @$res);
+    is($be->stats('mv')->{max}, 1, 'one at a time');
+    $ng->stop;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/ss/mv') }, 8), 'no node left');
+};
+
+subtest 'the broker stalls while a sibling keeps a lease' => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
+    zk_hosts %%ZK%%;
+    zk_sessions 1;
+    zk_session_timeout 4s;
+    server {
+        listen 127.0.0.1:%%PORT%% reuseport;
+        keepalive_timeout 60s;
+        location /st {
+            zk_semaphore /ss/st leases=2 keep=60s timeout=2s;
+            zk_lock_lost abort;
+            add_header X-Pid $pid always;
+            add_header X-Lock $zk_lock_status always;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(wait_for(sub { sessions_made($ng) == 1 }, 10), 'one session');
+    my ($broker) = sessions_made($ng);
+
+    # a keepalive connection to the sibling
+    my ($sock, $st, $h, $t);
+    for (1 .. 50) {
+        $sock = ka_open($ng->port);
+        ($st, $h) = ka_get($sock, '/st?key=st&sleep=5');
+        last if $st == 200 && $h->{'x-pid'} != $broker;
+        close $sock;
+        undef $sock;
+    }
+    ok($sock, 'a connection to the sibling') or return;
+    ($st, $h) = ka_get($sock, '/st?key=st&sleep=5');
+    is("$st $h->{'x-lock'}", '200 ACQUIRED', 'served on its kept lease');
+
+    kill 'STOP', $broker or die "kill $broker: $!";
+    my $stopped = time;
+    ($st, $h, $t) = ka_get($sock, '/st?key=st&sleep=5', 5);
+    is($st, 200, sprintf('the broker stopped: the sibling serves on its '
+        . 'lease (%.2f s)', $t));
+
+    # the next runs past the trust: cut off by 3 s after the last word
+    ($st, $h, $t) = ka_get($sock, '/st?key=st&sleep=8000', 10);
+    my $cut = time - $stopped;
+    is($st, 0, 'the request on it is cut off');
+    cmp_ok($cut, '<', 3.6, sprintf('... %.2f s after the broker stopped, '
+        . 'before its session can expire (4 s)', $cut));
+    like($ng->error_log, qr/no word from the broker that holds "\/ss\/st"/,
+        '... logged');
+
+    # a fresh connection to the sibling (one to the broker hangs): no lease
+    # kept there now
+    for (1 .. 8) {
+        $sock = ka_open($ng->port);
+        ($st, $h, $t) = ka_get($sock, '/st?key=st&sleep=5', 3);
+        last if $st;
+    }
+    is($st, 503, sprintf('the next waits for the broker, and gets 503 at '
+        . 'its timeout (%.2f s)', $t));
+    kill 'CONT', $broker;
+    ok(wait_for(sub { $ng->get('/st?key=st&sleep=5')->{status} == 200 },
+        15), 'served again once the broker runs');
+    $ng->stop;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/ss/st') }, 8), 'no node left');
 };
 
 subtest 'nginx -t' => sub {
