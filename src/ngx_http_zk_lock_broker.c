@@ -24,8 +24,9 @@
  *
  * A kept lease lent to the worker (see ngx_http_zk_lock_remote.c) is
  * recalled with "r\n" when the pool wants it back, and when this worker
- * exits; the worker says "e\n" before it closes one that it kept for
- * "keep" unused.
+ * exits; the worker answers "b\n" if a request runs on it (it comes back
+ * when the request ends), and says "e\n" before it closes one that it
+ * kept for "keep" unused.
  */
 
 
@@ -53,6 +54,8 @@ static void ngx_http_zk_lock_broker_read(ngx_event_t *rev);
 static ngx_int_t ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask);
 static void ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node);
 static void ngx_http_zk_lock_broker_recall(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_broker_heard(ngx_http_zk_lock_ask_t *ask,
+    u_char *p, ssize_t n);
 static ngx_int_t ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask);
 static u_char *ngx_http_zk_lock_broker_trust(u_char *p);
 static void ngx_http_zk_lock_broker_beat(ngx_event_t *ev);
@@ -269,8 +272,7 @@ ngx_http_zk_lock_broker_read(ngx_event_t *rev)
         }
 
         if (ask->node) {
-            /* "e\n": its lease, kept by the worker for "keep", unused */
-            ask->node->spent = 1;
+            ngx_http_zk_lock_broker_heard(ask, sink, n);
             continue;
         }
 
@@ -396,6 +398,33 @@ ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
                       "zk_sessions broker: a worker cannot be told of its "
                       "node \"%s\", released", node->name);
         ngx_http_zk_lock_broker_close(ask);
+    }
+}
+
+
+/* what the worker says of a lease lent to it */
+
+static void
+ngx_http_zk_lock_broker_heard(ngx_http_zk_lock_ask_t *ask, u_char *p,
+    ssize_t n)
+{
+    for ( /* void */ ; n; p++, n--) {
+
+        switch (*p) {
+
+        case 'b':
+            /* recalled while a request runs on it: not back at once */
+            ngx_http_zk_lock_take_late(ask->node);
+            break;
+
+        case 'e':
+            /* kept for "keep", unused */
+            ask->node->spent = 1;
+            break;
+
+        default:
+            break;
+        }
     }
 }
 

@@ -711,6 +711,7 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
 {
     ngx_str_t                      info;
     ngx_msec_t                     keep;
+    ngx_http_zk_lock_node_t       *node;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
@@ -719,13 +720,27 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         return NULL;
     }
 
-    if (lmcf->session->brokered) {
-        keep = ngx_http_zk_lock_kept(hold->spec, hold->weight, try);
+    keep = ngx_http_zk_lock_kept(hold->spec, hold->weight, try);
 
-        return ngx_http_zk_lock_remote_acquire(hold->spec->id, path,
+    if (lmcf->session->brokered || (keep && lmcf->borrow)) {
+        node = ngx_http_zk_lock_remote_acquire(hold->spec->id, path,
                                                hold->weight, &info, try, keep,
                                                notify, ctx,
                                                r->connection->log);
+
+        if (node == NULL || node->state != NGX_HTTP_ZK_LOCK_FAILED) {
+            return node;
+        }
+
+        if (lmcf->session->brokered) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "zk_sessions: no broker took the lock \"%V\"",
+                          path);
+            return node;
+        }
+
+        /* worker 0 does not listen yet, or any more: the worker's own pool */
+        ngx_http_zk_lock_release(node);
     }
 
     return ngx_http_zk_lock_take(lmcf->session, hold->spec, path,
@@ -993,7 +1008,10 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
         return 0;
     }
 
-    if (lmcf->session->brokered) {
+    if (lmcf->session->brokered
+        || (lmcf->borrow
+            && ngx_http_zk_lock_kept(want->spec, want->weight, 0)))
+    {
         n = ngx_http_zk_lock_remote_waiting(want->spec->id, &want->path);
 
     } else {

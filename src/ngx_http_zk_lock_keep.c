@@ -80,10 +80,17 @@
 #define NGX_HTTP_ZK_LOCK_KEEP_GRACE   10
 
 /*
+ * Tickets wait this long for the leases recalled from the owners that
+ * keep them (zk_sessions' siblings) before nodes queue, ms: an idle one
+ * comes back within a round trip, a busy one says so at once
+ */
+#define NGX_HTTP_ZK_LOCK_KEEP_PATIENCE  100
+
+/*
  * A lease over the worker's share serves its requests for this long before
  * it goes back, ms: writes on a path stay below 2 x leases a quantum
  */
-#define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  500
+#define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  600
 
 /*
  * A node queued for requests that a lease freed in the worker served
@@ -126,6 +133,8 @@ struct ngx_http_zk_lock_pool_s {
     ngx_http_zk_lock_counter_t   *counter;
     ngx_msec_t                    keep;
     ngx_event_t                   linger;     /* queued, nobody waits */
+    ngx_event_t                   patience;   /* for leases recalled */
+    ngx_uint_t                    recalled;   /* lent, recalled, not back */
     ngx_uint_t                    transient;  /* levels from variables */
     void                         *tag;        /* its owner's, for reports */
 
@@ -169,7 +178,8 @@ static void ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
     ngx_http_zk_lock_node_t *ticket);
 static void ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease);
-static void ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool);
+static ngx_uint_t ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool);
+static void ngx_http_zk_lock_keep_patience_handler(ngx_event_t *ev);
 static void ngx_http_zk_lock_keep_recall(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease);
 static void ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev);
@@ -286,7 +296,15 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     ngx_queue_insert_tail(&pool->tickets, &ticket->queue);
     pool->lock->tickets++;
 
-    ngx_http_zk_lock_keep_lent(pool);
+    /*
+     * a lease lent and idle comes back within a round trip on a socket:
+     * no node queues for it meanwhile (a create and a delete)
+     */
+
+    if (ngx_http_zk_lock_keep_lent(pool) && !pool->patience.timer_set) {
+        ngx_add_timer(&pool->patience, NGX_HTTP_ZK_LOCK_KEEP_PATIENCE);
+    }
+
     ngx_http_zk_lock_keep_refill(pool);
 
     return ticket;
@@ -326,6 +344,11 @@ ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     pool->linger.data = pool;
     pool->linger.log = &s->log;
     pool->linger.cancelable = 1;
+
+    pool->patience.handler = ngx_http_zk_lock_keep_patience_handler;
+    pool->patience.data = pool;
+    pool->patience.log = &s->log;
+    pool->patience.cancelable = 1;
 
     /* the lock is made, or found, by the pool's first node */
 
@@ -442,7 +465,7 @@ static void
 ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool)
 {
     ngx_str_t                    path;
-    ngx_uint_t                   want;
+    ngx_uint_t                   want, tickets;
     ngx_http_zk_lock_t          *lock;
     ngx_http_zk_lock_session_t  *s;
 
@@ -452,9 +475,16 @@ ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool)
     path.data = lock->path;
     path.len = lock->sn.str.len;
 
+    tickets = lock->tickets;
+
+    if (pool->patience.timer_set) {
+        /* those the leases recalled will serve */
+        tickets -= ngx_min(tickets, pool->recalled);
+    }
+
     /* ngx_min() and ngx_max() are macros: no conditional in them */
     want = pool->others ? 1 : ngx_max(pool->free, 1);
-    want = ngx_min(lock->tickets, want);
+    want = ngx_min(tickets, want);
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, &s->log, 0,
                    "zk lock: \"%s\" keeps %ui, %ui idle, %ui queued for "
@@ -670,7 +700,7 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
  * it is idle, else when its request ends.
  */
 
-static void
+static ngx_uint_t
 ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
 {
     ngx_uint_t                 waiting;
@@ -678,6 +708,7 @@ ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
     ngx_http_zk_lock_lease_t  *lease;
 
     waiting = pool->lock->tickets;
+    pool->recalled = 0;
 
     for (q = ngx_queue_head(&pool->leases);
          q != ngx_queue_sentinel(&pool->leases);
@@ -693,14 +724,50 @@ ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
 
         if (lease->ticket->recalled) {
             waiting -= (waiting > 0);
+            pool->recalled++;
             continue;
         }
 
         if (waiting || pool->others || lease->doomed || lease->excess) {
             waiting -= (waiting > 0);
+            pool->recalled++;
             ngx_http_zk_lock_keep_recall(lease);
         }
     }
+
+    return pool->recalled;
+}
+
+
+/*
+ * A lease recalled is busy with its owner's request: the tickets that
+ * wait for it do not wait on, nodes queue for them
+ */
+
+void
+ngx_http_zk_lock_keep_late(ngx_http_zk_lock_node_t *ticket)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+
+    pool = ticket->lock->pool;
+
+    if (ticket->state == NGX_HTTP_ZK_LOCK_HELD && pool->patience.timer_set) {
+        ngx_del_timer(&pool->patience);
+        ngx_http_zk_lock_keep_refill(pool);
+    }
+}
+
+
+/* the leases recalled did not all come back at once: nodes queue */
+
+static void
+ngx_http_zk_lock_keep_patience_handler(ngx_event_t *ev)
+{
+    ngx_http_zk_lock_pool_t  *pool;
+
+    pool = ev->data;
+
+    ngx_http_zk_lock_keep_refill(pool);
 }
 
 
@@ -1112,6 +1179,10 @@ ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool)
         ngx_del_timer(&pool->linger);
     }
 
+    if (pool->patience.timer_set) {
+        ngx_del_timer(&pool->patience);
+    }
+
     lock = pool->lock;
     lock->pool = NULL;
     lock->keep = 0;
@@ -1150,6 +1221,10 @@ ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock)
 
     if (pool->linger.timer_set) {
         ngx_del_timer(&pool->linger);
+    }
+
+    if (pool->patience.timer_set) {
+        ngx_del_timer(&pool->patience);
     }
 
     lock->pool = NULL;

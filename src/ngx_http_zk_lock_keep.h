@@ -34,6 +34,7 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_acquire(
     ngx_uint_t transient, void *tag,
     ngx_http_zk_lock_notify_pt notify, ngx_http_zk_lock_notify_pt recall,
     void *data, ngx_log_t *log);
+void ngx_http_zk_lock_keep_late(ngx_http_zk_lock_node_t *ticket);
 void ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
     ngx_http_zk_lock_child_t *children, ngx_uint_t n);
 void ngx_http_zk_lock_keep_init(ngx_http_zk_lock_keep_report_pt report);

@@ -54,6 +54,8 @@ static char *ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry,
     u_char *scheme, u_char *id);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
+static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
+    ngx_http_zk_lock_main_conf_t *lmcf);
 static void ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s);
 static void ngx_http_zk_lock_recount(ngx_http_zk_lock_session_t *s,
@@ -1108,7 +1110,7 @@ static ngx_int_t
 ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 {
     ngx_str_t                     *path;
-    ngx_uint_t                     i;
+    ngx_uint_t                     i, keeper;
     ngx_http_zk_lock_session_t    *s;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -1148,13 +1150,21 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     ngx_http_zk_lock_recipe_handler(&ngx_http_zk_lock_wait_owner);
     ngx_http_zk_lock_keep_init(ngx_http_zk_lock_metrics_keep);
 
-    /* zk_sessions: the first workers have one, and broker for the others */
+    /*
+     * zk_sessions: the first workers have one, and broker for the others;
+     * keep=: worker 0 keeps the instance's leases, and brokers them
+     */
+
+    keeper = ngx_http_zk_lock_keeps(cycle, lmcf);
+
+    lmcf->borrow = keeper && ngx_worker != 0;
+
+    ngx_http_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
 
     if (lmcf->sessions && ngx_process == NGX_PROCESS_WORKER
         && ngx_worker >= lmcf->sessions)
     {
         s->brokered = 1;
-        ngx_http_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
 
         return ngx_http_zk_lock_session_init(cycle, s);
     }
@@ -1163,7 +1173,8 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
         return NGX_ERROR;
     }
 
-    if (lmcf->sessions && ngx_process == NGX_PROCESS_WORKER
+    if (ngx_process == NGX_PROCESS_WORKER
+        && (lmcf->sessions || (keeper && ngx_worker == 0))
         && ngx_http_zk_lock_broker_init(cycle, s, lmcf->specs,
                                         lmcf->generation)
            != NGX_OK)
@@ -1272,6 +1283,43 @@ ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry, u_char *scheme,
 
 
 /* the recipes take up their work, and local leases end */
+
+/*
+ * keep= in a worker of several: the instance is the participant, and its
+ * leases are kept in worker 0's pool for all its workers
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
+{
+    ngx_uint_t                 i;
+    ngx_core_conf_t           *ccf;
+    ngx_http_zk_lock_spec_t  **spec;
+
+#if !(NGX_LINUX)
+
+    /* the workers meet on abstract unix sockets */
+    return 0;
+
+#endif
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    if (ngx_process != NGX_PROCESS_WORKER || ccf->worker_processes < 2) {
+        return 0;
+    }
+
+    spec = lmcf->specs->elts;
+
+    for (i = 0; i < lmcf->specs->nelts; i++) {
+        if (spec[i]->keep) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
 
 static void
 ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s)

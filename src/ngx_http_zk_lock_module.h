@@ -107,6 +107,12 @@ typedef struct {
     ngx_uint_t                    sessions;
     ngx_uint_t                    generation; /* of the configuration */
     ngx_array_t                  *specs;      /* ngx_http_zk_lock_spec_t * */
+
+    /*
+     * keep=: the kept leases are the instance's, in worker 0's pool, and
+     * this worker borrows them (see ngx_http_zk_lock_remote.c)
+     */
+    ngx_uint_t                    borrow;
 } ngx_http_zk_lock_main_conf_t;
 
 

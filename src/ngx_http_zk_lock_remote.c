@@ -176,8 +176,7 @@ ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
     ngx_queue_insert_tail(&ngx_http_zk_lock_remote_nodes, &rn->queue);
 
     if (ngx_http_zk_lock_remote_connect(rn) != NGX_OK) {
-        ngx_log_error(NGX_LOG_ERR, log, 0,
-                      "zk_sessions: no broker took the lock \"%V\"", path);
+        /* FAILED at once: the owner says why */
         ngx_http_zk_lock_remote_gone(rn);
     }
 
@@ -194,7 +193,8 @@ ngx_http_zk_lock_remote_connect(ngx_http_zk_lock_remote_t *rn)
     ngx_socket_t       fd;
     ngx_connection_t  *c;
 
-    n = ngx_http_zk_lock_remote_sessions;
+    /* the instance's kept leases are worker 0's, see module.c */
+    n = rn->keep ? 1 : ngx_http_zk_lock_remote_sessions;
     fd = (ngx_socket_t) -1;
 
     for (i = 0; i < n; i++) {
@@ -381,8 +381,13 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
     ngx_http_zk_lock_node_t  *node;
 
     if (last - line == 1 && *line == 'r') {
-        /* recalled: not to be kept once its request ends */
+        /* recalled: not to be kept once its request ends, said at once */
         rn->recalled = 1;
+
+        if (!rn->parked) {
+            (void) send(rn->conn->fd, "b\n", 2, 0);
+        }
+
         return NGX_OK;
     }
 

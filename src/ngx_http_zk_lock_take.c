@@ -65,6 +65,17 @@ ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
 }
 
 
+/* a kept lease recalled from its owner comes back only later */
+
+void
+ngx_http_zk_lock_take_late(ngx_http_zk_lock_node_t *node)
+{
+    if (node->ticket) {
+        ngx_http_zk_lock_keep_late(node);
+    }
+}
+
+
 /*
  * A kept lease (keep=) is not for a weighted participant, whose nodes
  * must be consecutive, nor for a try

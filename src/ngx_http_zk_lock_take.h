@@ -27,6 +27,7 @@ ngx_http_zk_lock_node_t *ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t weight,
     ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
     ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
+void ngx_http_zk_lock_take_late(ngx_http_zk_lock_node_t *node);
 ngx_msec_t ngx_http_zk_lock_kept(ngx_http_zk_lock_spec_t *spec,
     ngx_uint_t weight, ngx_uint_t try);
 

@@ -45,6 +45,10 @@
 # 12. while nginx keeps every lease busy under a steady load, a Curator
 #     waiter acquires before the load ends: Curator waits for the node
 #     "leases" places ahead of its own, which nginx gives back
+# 13. the instance is the participant (4 workers, leases=1): 40 requests
+#     on fresh connections, served by every worker, none waits, all on
+#     the first one's lease (its token), ZooKeeper's zxid unchanged, one
+#     node for the instance
 #  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
 #  harness at done_testing)
 
@@ -770,6 +774,39 @@ subtest 'a Curator waiter gets a lease while nginx keeps all of them busy' => su
     cmp_ok($be->stats('busy')->{max}, '<=', 3, 'never more than 3 at once');
     $ng->stop;
     none_left('/k/busy', 5, 'nginx stopped');
+};
+
+###############################################################################
+
+subtest 'the instance is the participant: one lease for all its workers' => sub {
+    my $ng = nginx_start(conf(loc('/k', 'zk_semaphore /k/inst leases=1 '
+        . 'keep=30s timeout=5s; add_header X-Pid $pid always; '
+        . 'add_header X-Token $zk_lock_token always;'),
+        extra => ''), zk => $zk, backend => $be, workers => 4);
+    ok(sessions_connected($ng), 'the workers have sessions');
+    my $first = $ng->get('/k?key=inst');
+    is($first->{status}, 200, 'the first request: 200');
+    my $token = $first->{headers}{'x-token'} // '';
+
+    my $z0 = zxid();
+    my @r = map { $ng->get("/k?key=inst&id=$_") } 1 .. 40;
+    my $z1 = zxid();
+    my %pids = map { ($_->{headers}{'x-pid'} // '?') => 1 } @r;
+    is(scalar(grep { $_->{status} == 200 } @r), 40,
+        '40 more, each on a fresh connection: all 200');
+    cmp_ok(scalar(keys %pids), '>=', 3,
+        'served by ' . scalar(keys %pids) . ' of the 4 workers');
+    my ($slowest) = sort { $b <=> $a } map { $_->{time} } @r;
+    cmp_ok($slowest, '<', 1, sprintf('none waited (slowest %.2f s)',
+        $slowest));
+    is(scalar(grep { ($_->{headers}{'x-token'} // '') eq $token } @r), 40,
+        'all on the first one\'s lease: its token')
+        or diag explain [ map { $_->{headers}{'x-token'} } @r ];
+    is(sprintf('0x%x', $z1 // -1), sprintf('0x%x', $z0 // -2),
+        'ZooKeeper wrote nothing meanwhile: zxid unchanged');
+    is(scalar(eph_children('/k/inst')), 1, 'one node for the instance');
+    $ng->stop;
+    none_left('/k/inst', 5, 'nginx stopped');
 };
 
 done_testing;

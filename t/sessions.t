@@ -15,7 +15,9 @@
 #     it (zk_lock_lost abort): the request is cut off, nobody else gets the
 #     lock before the killed session's node goes, every request ends by
 #     its timeout, the respawned broker serves again; with a mutex, and
-#     with keep= (the sibling's request runs on the instance's kept lease)
+#     with keep= (the sibling's request runs on the instance's kept lease);
+#     and worker 0 killed without zk_sessions, under a kept lease lent to
+#     a sibling (the instance's leases are worker 0's)
 #  5. a reload while a sibling's request waits through the old broker: it
 #     is served once the lock frees, and the new workers serve too
 #  6. a kept lease lent to a sibling moves between the workers on demand:
@@ -126,11 +128,12 @@ EOF
     $ng->stop;
 };
 
+# $sessions: "zk_sessions 1", or none (kept leases are worker 0's)
 sub broker_killed {
-    my ($lock, $path) = @_;
+    my ($lock, $path, $sessions) = @_;
     my $ng = nginx_start(<<"EOF", zk => $zk, backend => $be, workers => 6);
     zk_hosts %%ZK%%;
-    zk_sessions 1;
+    $sessions
     zk_session_timeout 4s;
     log_format who "\$arg_id \$pid \$status";
     server {
@@ -143,8 +146,13 @@ sub broker_killed {
         }
     }
 EOF
-    ok(wait_for(sub { sessions_made($ng) == 1 }, 10), 'one session');
-    my ($broker) = sessions_made($ng);
+    my $made = $sessions ? 1 : 6;
+    ok(wait_for(sub { sessions_made($ng) == $made }, 10),
+        "$made session(s)");
+
+    # worker 0, the first forked
+    my ($broker) = $sessions ? sessions_made($ng)
+                             : sort { $a <=> $b } $ng->worker_pids;
     $be->reset;
     my $t0 = time;
     my $bg = http_parallel_bg([ map { [ $ng->port,
@@ -176,7 +184,7 @@ EOF
     }
     like($ng->error_log, qr/"\Q$path\E" lost while held/,
         'logged as lost') if $who{1} && $who{1}[0] != $broker;
-    ok(wait_for(sub { sessions_made($ng) == 2 }, 10),
+    ok(wait_for(sub { sessions_made($ng) == $made + 1 }, 10),
         'the respawned broker has a session');
     my $r = $ng->get('/x?key=x2');
     is($r->{status}, 200, 'served again');
@@ -185,12 +193,18 @@ EOF
 }
 
 subtest 'the broker killed under a sibling\'s request' => sub {
-    broker_killed('zk_mutex /ss/x timeout=10s;', '/ss/x');
+    broker_killed('zk_mutex /ss/x timeout=10s;', '/ss/x', 'zk_sessions 1;');
 };
 
 subtest '... on a lease the broker keeps for the instance' => sub {
     broker_killed('zk_semaphore /ss/xk leases=1 keep=2s timeout=10s;',
-        '/ss/xk');
+        '/ss/xk', 'zk_sessions 1;');
+};
+
+subtest '... on a lease worker 0 keeps for the instance (no zk_sessions)'
+    => sub {
+    broker_killed('zk_semaphore /ss/x0 leases=1 keep=2s timeout=10s;',
+        '/ss/x0', '');
 };
 
 subtest 'a reload while a sibling waits through the old broker' => sub {
@@ -227,8 +241,9 @@ EOF
 # a client on one keepalive connection: (status, headers, time) a request
 sub ka_open {
     my ($port) = @_;
-    return IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
+    my $sock = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
         Timeout => 10) or die "connect: $!";
+    return $sock;
 }
 
 sub ka_get {
