@@ -15,6 +15,11 @@
 #                         [--clients fresh,keepalive] [--keep 1s,0]
 #                         [--seconds 6] [--conns 24] [--no-curator]
 #                         [--curator-seconds 12] [--sessions N]
+#                         [--reloads MS]
+#
+# --reloads MS: a reload storm: while each case's load runs, the first
+# instance is reloaded (SIGHUP to its master) every MS milliseconds, give
+# or take a quarter; compare its rows with those of a run without.
 #
 # --sessions N: "zk_sessions N" in every instance (N of its 2 workers keep
 # a ZooKeeper session and take the locks of the other: with 1, an nginx is
@@ -89,7 +94,8 @@ my $conns = 24;
 my $curator = 1;
 my $curator_seconds = 12;
 my $zk_sessions = 0;
-GetOptions('sessions=i' => \$zk_sessions,
+my $reloads = 0;
+GetOptions('sessions=i' => \$zk_sessions, 'reloads=i' => \$reloads,
     'sizes=s' => \$sizes, 'leases=s' => \$leases,
     'clients=s' => \$clients, 'keep=s' => \$keeps,
     'seconds=i' => \$seconds, 'conns=i' => \$conns,
@@ -303,6 +309,20 @@ sub clean_peak {
     return $max;
 }
 
+# --reloads: a child that reloads the instance until the load ends
+sub storm {
+    my ($ng, $secs) = @_;
+    my $master = $ng->pid;
+    my $pid = fork // die "fork: $!";
+    return $pid if $pid;
+    my $end = time + $secs;
+    while (time < $end) {
+        sleep $reloads / 1000 * (0.75 + rand 0.5);
+        kill 'HUP', $master;
+    }
+    POSIX::_exit(0);
+}
+
 sub case {
     my ($ng, $l, $keep, $mode, $c, $secs) = @_;
     my $key = join '-', 'scale', scalar(@$ng), $l, $keep, $mode, $c;
@@ -311,9 +331,15 @@ sub case {
     my $sessions = connections() - $base;
     my ($z0, $p0) = (zxid(), packets());
     my $t0 = time;
+    my $storm = $reloads ? storm($ng->[0], $secs) : undef;
     my ($fail, @on) = load($mode, $c, $secs,
         "/scale?key=$key&sleep=20&hangup=1&rec=1", @$ng);
     my $took = time - $t0;
+    if ($storm) {
+        kill 'TERM', $storm;
+        waitpid $storm, 0;
+        sleep 1;    # the last reload's old workers finish
+    }
     sleep ms($keep) / 1000 + 1.2;    # kept leases expire, logs flushed
     wait_for(sub { !zk_ephemerals($zk, $path) }, 10, 0.2)
         or warn "nodes left on $path after the case\n";
