@@ -24,7 +24,9 @@
 #     4 workers, 1 lease, requests on fresh connections one after the
 #     other land on any worker and are each served at once (the lease is
 #     recalled from the sibling that keeps it), then 20 at once, one at a
-#     time, and the instance holds one node
+#     time, and the instance holds one node; the sibling that keeps it
+#     killed (SIGKILL): the lease comes back, the next requests are served
+#     at once on the same node
 #  7. the broker stalls (SIGSTOP) while a sibling keeps a lease: the
 #     sibling serves on it while the broker's session may be trusted, and
 #     no longer: the request running on it is cut off (zk_lock_lost
@@ -296,6 +298,25 @@ EOF
         . scalar(keys %pids) . ' of the 4 workers');
     is("@slow", '', 'each at once (none took 1 s)');
     is($nodes, 1, 'the instance held one node');
+
+    # a sibling killed while the lease is lent to it: the lease comes back
+    my ($broker) = sessions_made($ng);
+    my ($holder, $r);
+    for (1 .. 20) {
+        $r = $ng->get("/mv?key=mv&sleep=5");
+        $holder = $r->{headers}{'x-pid'};
+        last if $holder && $holder != $broker;
+    }
+    kill 'KILL', $holder or die "kill $holder: $!";
+    $ng->expect_log(
+        qr/\[alert\] \d+#\d+: worker process $holder exited on signal 9$/);
+    my @after = map { $ng->get("/mv?key=mv&sleep=5") } 1 .. 10;
+    my ($slowest) = sort { $b <=> $a } map { $_->{time} } @after;
+    is(scalar(grep { $_->{status} == 200 } @after), 10, 'a sibling killed '
+        . 'while its lease was lent to it: the next 10 all 200');
+    cmp_ok($slowest, '<', 1, sprintf('... at once (slowest %.2f s)',
+        $slowest));
+    is(scalar(() = zk_children($zk, '/ss/mv')), 1, '... on the one node');
     my $res = http_parallel([ map { [ $ng->port, "/mv?key=mv&sleep=50" ] }
         1 .. 20 ], timeout => 20);
     is(scalar(grep { $_->{status} == 200 } @$res), 20, '20 at once, all 200')
