@@ -299,7 +299,7 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
     ngx_int_t                  v[5];
     ngx_str_t                  path, info;
     ngx_uint_t                 i;
-    ngx_http_zk_lock_spec_t  **specs;
+    ngx_http_zk_lock_params_t  **specs;
 
     last = ask->buf + ask->len;
 

@@ -77,8 +77,8 @@ ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
 
     max = ngx_http_zk_lock_group_max(path->len);
 
-    if (spec->counter.len == 0) {
-        max = ngx_min(max, spec->leases);
+    if (spec->lock.counter.len == 0) {
+        max = ngx_min(max, spec->lock.leases);
     }
 
     if (n < 1 || (ngx_uint_t) n > max) {

@@ -338,7 +338,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
             || ngx_strncmp(hold[i].path.data, want->path.data,
                            want->path.len)
                != 0
-            || have->v2 != want->spec->v2)
+            || have->lock.v2 != want->spec->lock.v2)
         {
             continue;
         }
@@ -365,10 +365,11 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
 
         a = ngx_http_zk_lock_types[have->type].kind;
 
-        if (!(a == b && have->leases == want->spec->leases
-              && have->counter.len == want->spec->counter.len
-              && ngx_strncmp(have->counter.data, want->spec->counter.data,
-                             have->counter.len)
+        if (!(a == b && have->lock.leases == want->spec->lock.leases
+              && have->lock.counter.len == want->spec->lock.counter.len
+              && ngx_strncmp(have->lock.counter.data,
+                             want->spec->lock.counter.data,
+                             have->lock.counter.len)
                  == 0)
             && !(a == NGX_HTTP_ZK_LOCK_WRITE && b == NGX_HTTP_ZK_LOCK_READ))
         {
@@ -492,7 +493,7 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "%s \"%V\" leases:%ui: waiting",
                    ngx_http_zk_lock_directive(spec), &hold->path,
-                   spec->leases);
+                   spec->lock.leases);
 
     if (timeout == 0) {
 
@@ -720,7 +721,7 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         return NULL;
     }
 
-    keep = ngx_http_zk_lock_kept(hold->spec, hold->weight, try);
+    keep = ngx_http_zk_lock_kept(&hold->spec->lock, hold->weight, try);
 
     if (lmcf->session->brokered || (keep && lmcf->borrow)) {
         node = ngx_http_zk_lock_remote_acquire(hold->spec->id, path,
@@ -743,7 +744,7 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         ngx_http_zk_lock_release(node);
     }
 
-    return ngx_http_zk_lock_take(lmcf->session, hold->spec, path,
+    return ngx_http_zk_lock_take(lmcf->session, &hold->spec->lock, path,
                                  hold->weight, &info, try, notify, NULL, ctx,
                                  r->connection->log);
 }
@@ -1010,12 +1011,12 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
 
     if (lmcf->session->brokered
         || (lmcf->borrow
-            && ngx_http_zk_lock_kept(want->spec, want->weight, 0)))
+            && ngx_http_zk_lock_kept(&want->spec->lock, want->weight, 0)))
     {
         n = ngx_http_zk_lock_remote_waiting(want->spec->id, &want->path);
 
     } else {
-        n = want->spec->v2
+        n = want->spec->lock.v2
             ? ngx_http_zk_lock_semv2_waiting(lmcf->session, &want->path)
             : ngx_http_zk_lock_waiting(lmcf->session, &want->path);
     }
@@ -1045,15 +1046,15 @@ ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
 
     /* a worker without a session reads no count: its broker's queue waits */
 
-    if (want->weight == 1 || spec->counter.len == 0
+    if (want->weight == 1 || spec->lock.counter.len == 0
         || lmcf->session->brokered)
     {
         return 0;
     }
 
-    c = ngx_http_zk_lock_counter(lmcf->session, &spec->counter);
+    c = ngx_http_zk_lock_counter(lmcf->session, &spec->lock.counter);
 
-    leases = (c && c->value) ? c->value : spec->leases;
+    leases = (c && c->value) ? c->value : spec->lock.leases;
 
     if (want->weight <= leases) {
         return 0;
@@ -1062,7 +1063,7 @@ ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
     ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                   "%s \"%V\" rejected: weight %ui is more than the %ui "
                   "leases of \"%V\"", ngx_http_zk_lock_directive(spec),
-                  &want->path, want->weight, leases, &spec->counter);
+                  &want->path, want->weight, leases, &spec->lock.counter);
 
     return 1;
 }

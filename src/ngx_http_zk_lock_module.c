@@ -668,17 +668,17 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     spec->type = cmd->offset;
     spec->name = value[1];
-    spec->leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
+    spec->lock.leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
     spec->timeout = NGX_CONF_UNSET_MSEC;
     spec->max_waiting = 0;
-    spec->transient = 0;
-    spec->v2 = 0;
+    spec->lock.transient = 0;
+    spec->lock.v2 = 0;
     spec->reentrant = 1;
-    spec->revocable = 0;
+    spec->lock.revocable = 0;
     spec->weight = 1;
     spec->weight_cv = NULL;
-    spec->keep = 0;
-    ngx_str_null(&spec->counter);
+    spec->lock.keep = 0;
+    ngx_str_null(&spec->lock.counter);
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -698,6 +698,9 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         lmcf->used = cmd->name;
     }
 
+    /* the node the core makes for it, once the parameters have said */
+    spec->lock.kind = ngx_http_zk_lock_types[spec->type].kind;
+
     return ngx_http_zk_lock_register(cf, spec);
 }
 
@@ -713,7 +716,7 @@ ngx_http_zk_lock_counter_reach(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
     u_char     *p, *dollar;
     ngx_str_t  *c;
 
-    c = &spec->counter;
+    c = &spec->lock.counter;
     dollar = ngx_strlchr(spec->name.data, spec->name.data + spec->name.len,
                          '$');
 
@@ -745,7 +748,8 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 {
     ngx_uint_t                     i;
     ngx_str_t                     *path;
-    ngx_http_zk_lock_spec_t      **sp;
+    ngx_http_zk_lock_spec_t       *copy;
+    ngx_http_zk_lock_params_t    **sp;
     ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -787,8 +791,8 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
         metric->name = spec->name;
         metric->type = spec->type;
-        metric->leases = spec->leases;
-        metric->counter = spec->counter;
+        metric->leases = spec->lock.leases;
+        metric->counter = spec->lock.counter;
     }
 
     /*
@@ -798,7 +802,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
     if (lmcf->specs == NULL) {
         lmcf->specs = ngx_array_create(cf->pool, 4,
-                                       sizeof(ngx_http_zk_lock_spec_t *));
+                                       sizeof(ngx_http_zk_lock_params_t *));
         if (lmcf->specs == NULL) {
             return NGX_CONF_ERROR;
         }
@@ -811,14 +815,15 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
     spec->id = lmcf->specs->nelts - 1;
 
-    *sp = ngx_palloc(cf->pool, sizeof(ngx_http_zk_lock_spec_t));
-    if (*sp == NULL) {
+    copy = ngx_palloc(cf->pool, sizeof(ngx_http_zk_lock_spec_t));
+    if (copy == NULL) {
         return NGX_CONF_ERROR;
     }
 
-    **sp = *spec;
+    *copy = *spec;
+    *sp = &copy->lock;
 
-    if (spec->counter.len) {
+    if (spec->lock.counter.len) {
         if (lmcf->counters == NULL) {
             lmcf->counters = ngx_array_create(cf->pool, 2, sizeof(ngx_str_t));
             if (lmcf->counters == NULL) {
@@ -831,7 +836,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
             return NGX_CONF_ERROR;
         }
 
-        *path = spec->counter;
+        *path = spec->lock.counter;
     }
 
     return NGX_CONF_OK;
@@ -853,7 +858,7 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     ngx_uint_t                  i, rw;
     ngx_http_zk_lock_literal_t  *lit;
 
-    if (spec->transient) {
+    if (spec->lock.transient) {
         return NGX_CONF_OK;     /* a variable segment */
     }
 
@@ -881,11 +886,11 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
 
         /* a mutex is a semaphore v1 with 1 lease: Curator's nodes agree */
 
-        if (lit[i].rw == rw && lit[i].v2 == spec->v2
-            && lit[i].leases == spec->leases
-            && lit[i].counter.len == spec->counter.len
-            && ngx_strncmp(lit[i].counter.data, spec->counter.data,
-                           spec->counter.len) == 0)
+        if (lit[i].rw == rw && lit[i].v2 == spec->lock.v2
+            && lit[i].leases == spec->lock.leases
+            && lit[i].counter.len == spec->lock.counter.len
+            && ngx_strncmp(lit[i].counter.data, spec->lock.counter.data,
+                           spec->lock.counter.len) == 0)
         {
             return NGX_CONF_OK;
         }
@@ -903,10 +908,10 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     }
 
     lit->name = spec->name;
-    lit->counter = spec->counter;
-    lit->leases = spec->leases;
+    lit->counter = spec->lock.counter;
+    lit->leases = spec->lock.leases;
     lit->rw = rw;
-    lit->v2 = spec->v2;
+    lit->v2 = spec->lock.v2;
     lit->file = cf->conf_file->file.name;
     lit->line = cf->conf_file->line;
 
@@ -970,8 +975,9 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
             return NGX_CONF_ERROR;
         }
 
-        if (cv->lengths && spec->transient == 0) {
-            spec->transient = n + 1;    /* the first variable segment, + 1 */
+        if (cv->lengths && spec->lock.transient == 0) {
+            /* the first variable segment, + 1 */
+            spec->lock.transient = n + 1;
         }
 
         /* a literal "/zookeeper" is checked once the chroot is known */
@@ -990,8 +996,8 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
     /* the levels from the first variable segment to the end of the path */
 
-    if (spec->transient) {
-        spec->transient = n - spec->transient + 1;
+    if (spec->lock.transient) {
+        spec->lock.transient = n - spec->lock.transient + 1;
     }
 
     return NGX_CONF_OK;
@@ -1292,9 +1298,9 @@ ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry, u_char *scheme,
 static ngx_uint_t
 ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
 {
-    ngx_uint_t                 i;
-    ngx_core_conf_t           *ccf;
-    ngx_http_zk_lock_spec_t  **spec;
+    ngx_uint_t                   i;
+    ngx_core_conf_t             *ccf;
+    ngx_http_zk_lock_params_t  **lp;
 
 #if !(NGX_LINUX)
 
@@ -1309,10 +1315,10 @@ ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
         return 0;
     }
 
-    spec = lmcf->specs->elts;
+    lp = lmcf->specs->elts;
 
     for (i = 0; i < lmcf->specs->nelts; i++) {
-        if (spec[i]->keep) {
+        if (lp[i]->keep) {
             return 1;
         }
     }

@@ -14,6 +14,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "ngx_http_zk_lock_session.h"
+#include "ngx_http_zk_lock_take.h"
 #include "ngx_http_zk_lock_listing.h"
 
 
@@ -64,21 +65,16 @@ typedef enum {
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */
 typedef struct {
+    ngx_http_zk_lock_params_t     lock;       /* first: the core's part */
     ngx_uint_t                    type;
     ngx_str_t                     name;       /* the path as configured */
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
-    ngx_uint_t                    leases;     /* or the default of: */
-    ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_msec_t                    timeout;
     ngx_uint_t                    index;      /* of its counters */
     ngx_uint_t                    max_waiting; /* in a worker; 0: any */
-    ngx_uint_t                    transient;  /* levels from variables */
-    unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      reentrant:1;
-    unsigned                      revocable:1;  /* Curator's Revoker */
     ngx_uint_t                    weight;     /* leases a request takes */
     ngx_http_complex_value_t     *weight_cv;  /* or from a variable */
-    ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
     ngx_uint_t                    id;         /* in the main conf's specs */
 } ngx_http_zk_lock_spec_t;
 
@@ -106,7 +102,7 @@ typedef struct {
     /* zk_sessions: workers with a session, the others use theirs */
     ngx_uint_t                    sessions;
     ngx_uint_t                    generation; /* of the configuration */
-    ngx_array_t                  *specs;      /* ngx_http_zk_lock_spec_t * */
+    ngx_array_t                  *specs;      /* ngx_http_zk_lock_params_t * */
 
     /*
      * keep=: the kept leases are the instance's, in worker 0's pool, and

@@ -92,12 +92,12 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
     }
 
-    if (spec->leases && spec->weight > spec->leases
-        && spec->counter.len == 0)
+    if (spec->lock.leases && spec->weight > spec->lock.leases
+        && spec->lock.counter.len == 0)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"weight=%ui\" is more than \"leases=%ui\"",
-                           spec->weight, spec->leases);
+                           spec->weight, spec->lock.leases);
         return NGX_CONF_ERROR;
     }
 
@@ -111,30 +111,30 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
-    if (spec->keep && spec->v2) {
+    if (spec->lock.keep && spec->lock.v2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"keep\" is not for \"protocol=v2\": its "
                            "leases are taken under a mutex");
         return NGX_CONF_ERROR;
     }
 
-    if (spec->revocable && spec->v2) {
+    if (spec->lock.revocable && spec->lock.v2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"revocable=on\" is not for \"reentrant=off\", "
                            "which Curator's InterProcessSemaphoreMutex is");
         return NGX_CONF_ERROR;
     }
 
-    if (dflt && spec->counter.len == 0) {
+    if (dflt && spec->lock.counter.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"leases_default\" is only for a count read "
                            "with \"leases=zk:\"");
         return NGX_CONF_ERROR;
     }
 
-    if (spec->leases == 0) {
+    if (spec->lock.leases == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           spec->counter.len
+                           spec->lock.counter.len
                            ? "\"%V\" with \"leases=zk:\" must have "
                              "\"leases_default\" parameter"
                            : "\"%V\" must have \"leases\" parameter",
@@ -191,7 +191,7 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
             return NGX_CONF_ERROR;
         }
 
-        spec->v2 = n;
+        spec->lock.v2 = n;
         return NGX_CONF_OK;
     }
 
@@ -205,7 +205,7 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
             return NGX_CONF_ERROR;
         }
 
-        spec->v2 = n;
+        spec->lock.v2 = n;
         spec->reentrant = !n;
         return NGX_CONF_OK;
     }
@@ -234,7 +234,7 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
             return NGX_CONF_ERROR;
         }
 
-        spec->revocable = n;
+        spec->lock.revocable = n;
         return NGX_CONF_OK;
     }
 
@@ -289,10 +289,10 @@ ngx_http_zk_lock_params_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
     ngx_int_t  n;
 
     if (ngx_strncmp(value->data, "leases=zk:", 10) == 0) {
-        spec->counter.data = value->data + 10;
-        spec->counter.len = value->len - 10;
+        spec->lock.counter.data = value->data + 10;
+        spec->lock.counter.len = value->len - 10;
 
-        if (ngx_http_zk_lock_params_check_path(&spec->counter) != NGX_OK) {
+        if (ngx_http_zk_lock_params_check_path(&spec->lock.counter) != NGX_OK) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid lease count path in \"%V\"", value);
             return NGX_CONF_ERROR;
@@ -320,7 +320,7 @@ ngx_http_zk_lock_params_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
         return NGX_CONF_ERROR;
     }
 
-    spec->leases = n;
+    spec->lock.leases = n;
 
     return NGX_CONF_OK;
 }
@@ -345,9 +345,9 @@ ngx_http_zk_lock_params_keep(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
     s.len = value->len - 5;
     s.data = value->data + 5;
 
-    spec->keep = ngx_parse_time(&s, 0);
+    spec->lock.keep = ngx_parse_time(&s, 0);
 
-    if (spec->keep == (ngx_msec_t) NGX_ERROR) {
+    if (spec->lock.keep == (ngx_msec_t) NGX_ERROR) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid keep \"%V\"", value);
         return NGX_CONF_ERROR;

@@ -20,7 +20,7 @@
 
 ngx_http_zk_lock_node_t *
 ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t weight,
+    ngx_http_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
     ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
     ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
 {
@@ -29,30 +29,30 @@ ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
 
     counter = NULL;
 
-    if (spec->counter.len) {
-        counter = ngx_http_zk_lock_counter(s, &spec->counter);
+    if (lp->counter.len) {
+        counter = ngx_http_zk_lock_counter(s, &lp->counter);
         if (counter == NULL) {
             return NULL;
         }
     }
 
-    if (spec->v2) {
-        node = ngx_http_zk_lock_semv2_acquire(s, path, spec->leases, weight,
-                                              counter, info, spec->transient,
+    if (lp->v2) {
+        node = ngx_http_zk_lock_semv2_acquire(s, path, lp->leases, weight,
+                                              counter, info, lp->transient,
                                               notify, data, log);
 
-    } else if (ngx_http_zk_lock_kept(spec, weight, try)) {
-        return ngx_http_zk_lock_keep_acquire(s, path, spec->leases, counter,
-                                             spec->keep, spec->transient,
-                                             spec, notify, recall, data, log);
+    } else if (ngx_http_zk_lock_kept(lp, weight, try)) {
+        return ngx_http_zk_lock_keep_acquire(s, path, lp->leases, counter,
+                                             lp->keep, lp->transient,
+                                             lp, notify, recall, data, log);
 
     } else {
         node = ngx_http_zk_lock_acquire(s, path,
-                                        ngx_http_zk_lock_types[spec->type].kind,
-                                        spec->leases, weight, counter, info,
-                                        spec->transient, notify, data, log);
+                                        lp->kind,
+                                        lp->leases, weight, counter, info,
+                                        lp->transient, notify, data, log);
 
-        if (node && spec->revocable) {
+        if (node && lp->revocable) {
             ngx_http_zk_lock_revocable(node);
         }
     }
@@ -82,8 +82,8 @@ ngx_http_zk_lock_take_late(ngx_http_zk_lock_node_t *node)
  */
 
 ngx_msec_t
-ngx_http_zk_lock_kept(ngx_http_zk_lock_spec_t *spec, ngx_uint_t weight,
+ngx_http_zk_lock_kept(ngx_http_zk_lock_params_t *lp, ngx_uint_t weight,
     ngx_uint_t try)
 {
-    return (!spec->v2 && weight == 1 && !try) ? spec->keep : 0;
+    return (!lp->v2 && weight == 1 && !try) ? lp->keep : 0;
 }

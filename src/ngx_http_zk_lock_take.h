@@ -11,8 +11,24 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_http_zk_lock_module.h"
 #include "ngx_http_zk_lock_recipe.h"
+
+
+/*
+ * What a lock directive asks of the core, whichever layer it is in: the
+ * first member of the layer's own description of the directive, so that
+ * a pointer to it is the tag of the reports about the lock (see keep.h)
+ */
+
+typedef struct {
+    ngx_http_zk_lock_kind_e       kind;       /* its node, Curator's name */
+    ngx_uint_t                    leases;     /* or the default of: */
+    ngx_str_t                     counter;    /* leases=zk:<path> */
+    ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
+    ngx_uint_t                    transient;  /* levels from variables */
+    unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
+    unsigned                      revocable:1;  /* Curator's Revoker */
+} ngx_http_zk_lock_params_t;
 
 
 /*
@@ -24,11 +40,11 @@
  */
 
 ngx_http_zk_lock_node_t *ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t weight,
+    ngx_http_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
     ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
     ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
 void ngx_http_zk_lock_take_late(ngx_http_zk_lock_node_t *node);
-ngx_msec_t ngx_http_zk_lock_kept(ngx_http_zk_lock_spec_t *spec,
+ngx_msec_t ngx_http_zk_lock_kept(ngx_http_zk_lock_params_t *lp,
     ngx_uint_t weight, ngx_uint_t try);
 
 
