@@ -9,7 +9,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_eval.h"
-#include "ngx_http_zk_lock_group.h"
+#include "ngx_zk_lock_group.h"
 
 
 /*
@@ -75,7 +75,7 @@ ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
 
     n = ngx_atoi(v.data, v.len);
 
-    max = ngx_http_zk_lock_group_max(path->len);
+    max = ngx_zk_lock_group_max(path->len);
 
     if (spec->lock.counter.len == 0) {
         max = ngx_min(max, spec->lock.leases);
@@ -98,11 +98,11 @@ static ngx_int_t
 ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path)
 {
-    u_char                     *p;
-    size_t                      len;
-    ngx_str_t                  *v;
-    ngx_uint_t                  i, n;
-    const char                 *err;
+    u_char                        *p;
+    size_t                         len;
+    ngx_str_t                     *v;
+    ngx_uint_t                     i, n;
+    const char                    *err;
     ngx_http_complex_value_t      *cv;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -124,9 +124,9 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
         }
 
         if (cv[i].lengths) {
-            err = ngx_http_zk_lock_path_check_segment(&v[i],
-                                                      i == 0
-                                                      && !lmcf->chroot.len);
+            err = ngx_zk_lock_path_check_segment(&v[i],
+                                                 i == 0
+                                                 && !lmcf->chroot.len);
 
             if (err) {
                 ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,

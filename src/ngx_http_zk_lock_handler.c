@@ -9,10 +9,10 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_handler.h"
-#include "ngx_http_zk_lock_recipe.h"
-#include "ngx_http_zk_lock_semv2.h"
-#include "ngx_http_zk_lock_take.h"
-#include "ngx_http_zk_lock_remote.h"
+#include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_semv2.h"
+#include "ngx_zk_lock_take.h"
+#include "ngx_zk_lock_remote.h"
 #include "ngx_http_zk_lock_eval.h"
 #include "ngx_http_zk_lock_metrics.h"
 
@@ -29,13 +29,13 @@ static ngx_int_t ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_handler_step(
+static ngx_zk_lock_node_t *ngx_http_zk_lock_handler_step(
     ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_str_t *path, ngx_uint_t try,
-    ngx_http_zk_lock_notify_pt notify);
+    ngx_zk_lock_notify_pt notify);
 static ngx_int_t ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static void ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node);
 static void ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout);
 static ngx_int_t ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
@@ -70,7 +70,7 @@ static ngx_int_t ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
     ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static void ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node);
+static void ngx_http_zk_lock_handler_told(ngx_zk_lock_node_t *node);
 static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold);
 static void ngx_http_zk_lock_handler_lost_count(ngx_http_zk_lock_ctx_t *ctx,
@@ -323,7 +323,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
 {
     ngx_uint_t                    i;
-    ngx_http_zk_lock_kind_e       a, b;
+    ngx_zk_lock_kind_e            a, b;
     ngx_http_zk_lock_hold_t      *hold;
     ngx_http_zk_lock_spec_t      *have;
     ngx_http_zk_lock_loc_conf_t  *llcf;
@@ -371,7 +371,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
                              want->spec->lock.counter.data,
                              have->lock.counter.len)
                  == 0)
-            && !(a == NGX_HTTP_ZK_LOCK_WRITE && b == NGX_HTTP_ZK_LOCK_READ))
+            && !(a == NGX_ZK_LOCK_WRITE && b == NGX_ZK_LOCK_READ))
         {
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "%s \"%V\" is another lock on the nodes of %s "
@@ -459,7 +459,7 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
      * with its nodes, and a request waits for it in ZooKeeper's queue
      */
 
-    if (llcf->fail_local && ngx_http_zk_lock_session_gone(lmcf->session)) {
+    if (llcf->fail_local && ngx_zk_lock_session_gone(lmcf->session)) {
         return ngx_http_zk_lock_handler_local(r, ctx, want, hold);
     }
 
@@ -473,7 +473,7 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (hold->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+    if (hold->node->state == NGX_ZK_LOCK_HELD) {
         /* a lease that the worker kept: no wait, no ZooKeeper call */
 
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -499,7 +499,7 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
 
         /*
          * a try: answered by the first listing that shows its node (see
-         * ngx_http_zk_lock_try()), and bounded by the session's timeout
+         * ngx_zk_lock_try()), and bounded by the session's timeout
          * in case ZooKeeper never answers; a worker that is still making
          * its first connection (a reload under traffic) is waited for
          * the same way, one known to be cut off is not
@@ -705,14 +705,14 @@ ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
  * session, or by a sibling's for a worker that has none (zk_sessions)
  */
 
-static ngx_http_zk_lock_node_t *
+static ngx_zk_lock_node_t *
 ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
-    ngx_str_t *path, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify)
+    ngx_str_t *path, ngx_uint_t try, ngx_zk_lock_notify_pt notify)
 {
     ngx_str_t                      info;
     ngx_msec_t                     keep;
-    ngx_http_zk_lock_node_t       *node;
+    ngx_zk_lock_node_t            *node;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
@@ -721,15 +721,15 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         return NULL;
     }
 
-    keep = ngx_http_zk_lock_kept(&hold->spec->lock, hold->weight, try);
+    keep = ngx_zk_lock_kept(&hold->spec->lock, hold->weight, try);
 
     if (lmcf->session->brokered || (keep && lmcf->borrow)) {
-        node = ngx_http_zk_lock_remote_acquire(hold->spec->id, path,
-                                               hold->weight, &info, try, keep,
-                                               notify, ctx,
-                                               r->connection->log);
+        node = ngx_zk_lock_remote_acquire(hold->spec->id, path,
+                                          hold->weight, &info, try, keep,
+                                          notify, ctx,
+                                          r->connection->log);
 
-        if (node == NULL || node->state != NGX_HTTP_ZK_LOCK_FAILED) {
+        if (node == NULL || node->state != NGX_ZK_LOCK_FAILED) {
             return node;
         }
 
@@ -741,12 +741,12 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         }
 
         /* worker 0 does not listen yet, or any more: the worker's own pool */
-        ngx_http_zk_lock_release(node);
+        ngx_zk_lock_release(node);
     }
 
-    return ngx_http_zk_lock_take(lmcf->session, &hold->spec->lock, path,
-                                 hold->weight, &info, try, notify, NULL, ctx,
-                                 r->connection->log);
+    return ngx_zk_lock_take(lmcf->session, &hold->spec->lock, path,
+                            hold->weight, &info, try, notify, NULL, ctx,
+                            r->connection->log);
 }
 
 
@@ -806,7 +806,7 @@ ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
 /* a shadow node is told: the lock would have held, or would have waited */
 
 static void
-ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node)
 {
     ngx_uint_t                    i;
     ngx_http_zk_lock_ctx_t       *ctx;
@@ -826,7 +826,7 @@ ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node)
         return;
     }
 
-    if (node->state == NGX_HTTP_ZK_LOCK_HELD && node->error == 0) {
+    if (node->state == NGX_ZK_LOCK_HELD && node->error == 0) {
         ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED;
         ngx_http_zk_lock_metrics_count(hold[i].spec,
                                        NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED, 0);
@@ -835,7 +835,7 @@ ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node)
 
     /* would wait; or lost, or failed: nothing more to learn from it */
 
-    if (node->error == NGX_HTTP_ZK_LOCK_BUSY) {
+    if (node->error == NGX_ZK_LOCK_BUSY) {
         llcf = ctx->pass_conf;
 
         ngx_log_error(llcf->log_level, ctx->main->connection->log, 0,
@@ -849,7 +849,7 @@ ngx_http_zk_lock_handler_dry_told(ngx_http_zk_lock_node_t *node)
     }
 
     hold[i].node = NULL;
-    ngx_http_zk_lock_release(node);
+    ngx_zk_lock_release(node);
 }
 
 
@@ -1011,14 +1011,14 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
 
     if (lmcf->session->brokered
         || (lmcf->borrow
-            && ngx_http_zk_lock_kept(&want->spec->lock, want->weight, 0)))
+            && ngx_zk_lock_kept(&want->spec->lock, want->weight, 0)))
     {
-        n = ngx_http_zk_lock_remote_waiting(want->spec->id, &want->path);
+        n = ngx_zk_lock_remote_waiting(want->spec->id, &want->path);
 
     } else {
         n = want->spec->lock.v2
-            ? ngx_http_zk_lock_semv2_waiting(lmcf->session, &want->path)
-            : ngx_http_zk_lock_waiting(lmcf->session, &want->path);
+            ? ngx_zk_lock_semv2_waiting(lmcf->session, &want->path)
+            : ngx_zk_lock_waiting(lmcf->session, &want->path);
     }
 
     return n >= want->spec->max_waiting;
@@ -1037,7 +1037,7 @@ ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
 {
     ngx_uint_t                     leases;
     ngx_http_zk_lock_spec_t       *spec;
-    ngx_http_zk_lock_counter_t    *c;
+    ngx_zk_lock_counter_t         *c;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     spec = want->spec;
@@ -1052,7 +1052,7 @@ ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
         return 0;
     }
 
-    c = ngx_http_zk_lock_counter(lmcf->session, &spec->lock.counter);
+    c = ngx_zk_lock_counter(lmcf->session, &spec->lock.counter);
 
     leases = (c && c->value) ? c->value : spec->lock.leases;
 
@@ -1120,7 +1120,7 @@ ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
 
 
 static void
-ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node)
+ngx_http_zk_lock_handler_told(ngx_zk_lock_node_t *node)
 {
     ngx_uint_t                i, abort;
     ngx_connection_t         *c;
@@ -1137,8 +1137,8 @@ ngx_http_zk_lock_handler_told(ngx_http_zk_lock_node_t *node)
 
             /* a node that came to hold in jeopardy is not had */
 
-            if (node->state == NGX_HTTP_ZK_LOCK_HELD
-                && node->error != NGX_HTTP_ZK_LOCK_JEOPARDY)
+            if (node->state == NGX_ZK_LOCK_HELD
+                && node->error != NGX_ZK_LOCK_JEOPARDY)
             {
                 ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
 
@@ -1203,7 +1203,7 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
     int                       error;
     ngx_log_t                *log;
     ngx_uint_t                abort;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
     ngx_http_zk_lock_event_e  gone;
 
     node = hold->node;
@@ -1214,18 +1214,18 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
 
     switch (error) {
 
-    case NGX_HTTP_ZK_LOCK_REVOKED:
+    case NGX_ZK_LOCK_REVOKED:
         ngx_log_error(NGX_LOG_WARN, log, 0,
                       "%s \"%V\" revoked while held: node \"%s/%s\", "
                       "aborting the request",
                       ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                      ngx_http_zk_lock_node_path(node), node->name);
+                      ngx_zk_lock_node_path(node), node->name);
 
         abort = 1;
         gone = NGX_HTTP_ZK_LOCK_EV_RELEASED;
         break;
 
-    case NGX_HTTP_ZK_LOCK_JEOPARDY:
+    case NGX_ZK_LOCK_JEOPARDY:
         ngx_log_error(NGX_LOG_ERR, log, 0,
                       "%s \"%V\" lost while held: no word from zookeeper, "
                       "the session may expire%s",
@@ -1257,12 +1257,12 @@ ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
 
     /* it may be freed */
 
-    ngx_http_zk_lock_release(node);
+    ngx_zk_lock_release(node);
     hold->node = NULL;
 
     ngx_http_zk_lock_handler_lost_count(ctx, hold, gone);
 
-    if (error == NGX_HTTP_ZK_LOCK_REVOKED) {
+    if (error == NGX_ZK_LOCK_REVOKED) {
         ngx_http_zk_lock_metrics_count(hold->spec,
                                        NGX_HTTP_ZK_LOCK_EV_REVOKED, 0);
         ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
@@ -1299,7 +1299,7 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
     hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
-    if (rc == NGX_ERROR && error == NGX_HTTP_ZK_LOCK_BUSY) {
+    if (rc == NGX_ERROR && error == NGX_ZK_LOCK_BUSY) {
         rc = NGX_DECLINED;      /* a try that found the lock taken */
     }
 
@@ -1327,7 +1327,7 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
     } else if (hold->local == NULL
                && (llcf->fail_open || llcf->fail_local)
                && (rc == NGX_DECLINED ? !lmcf->session->connected
-                                      : ngx_http_zk_lock_session_error(error)))
+                                      : ngx_zk_lock_session_error(error)))
     {
         ngx_http_zk_lock_handler_fail_late(ctx, hold, waited,
                                            rc == NGX_DECLINED
@@ -1358,7 +1358,7 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
             ngx_http_zk_lock_metrics_count(hold->spec,
                                            NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
 
-        } else if (error == NGX_HTTP_ZK_LOCK_FOREIGN) {
+        } else if (error == NGX_ZK_LOCK_FOREIGN) {
             ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                           "%s \"%V\" refused: its variable names a node "
                           "that is no lock's (ephemeral, or with data)",
@@ -1369,11 +1369,11 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
             ngx_http_zk_lock_metrics_count(hold->spec,
                                            NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
 
-        } else if (error == NGX_HTTP_ZK_LOCK_REVOKED) {
+        } else if (error == NGX_ZK_LOCK_REVOKED) {
             ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                           "%s \"%V\" revoked while waiting: node \"%s/%s\"",
                           ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                          ngx_http_zk_lock_node_path(hold->node),
+                          ngx_zk_lock_node_path(hold->node),
                           hold->node->name);
 
             ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
@@ -1395,7 +1395,7 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
 
         ngx_http_zk_lock_handler_give_back(ctx);
 
-        ctx->status = (error == NGX_HTTP_ZK_LOCK_FOREIGN)
+        ctx->status = (error == NGX_ZK_LOCK_FOREIGN)
                       ? NGX_HTTP_BAD_REQUEST : (ngx_int_t) llcf->status;
     }
 
@@ -1466,11 +1466,11 @@ ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
 
     if (hold->node) {
-        ngx_http_zk_lock_release(hold->node);
+        ngx_zk_lock_release(hold->node);
         hold->node = NULL;
     }
 
-    if (!ngx_http_zk_lock_session_gone(lmcf->session)) {
+    if (!ngx_zk_lock_session_gone(lmcf->session)) {
 
         /*
          * the session expired and a new one is being made, or the
@@ -1557,7 +1557,7 @@ ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
         return;
     }
 
-    if (hold->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+    if (hold->node->state == NGX_ZK_LOCK_HELD) {
         /* a kept lease, at once */
         ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
     }
@@ -1575,7 +1575,7 @@ ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
  */
 
 void
-ngx_http_zk_lock_handler_session(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_handler_session(ngx_zk_lock_session_t *s)
 {
     ngx_event_t  *ev;
 
@@ -1594,14 +1594,14 @@ ngx_http_zk_lock_handler_session(ngx_http_zk_lock_session_t *s)
 static void
 ngx_http_zk_lock_handler_session_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t  *s;
 
     s = ev->data;
 
-    if (ngx_http_zk_lock_session_usable(s)) {
+    if (ngx_zk_lock_session_usable(s)) {
         ngx_http_zk_lock_local_recall();
 
-    } else if (ngx_http_zk_lock_session_gone(s)) {
+    } else if (ngx_zk_lock_session_gone(s)) {
         ngx_http_zk_lock_handler_localize();
     }
 }
@@ -1773,7 +1773,7 @@ ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold)
     }
 
     if (hold->node) {
-        ngx_http_zk_lock_release(hold->node);
+        ngx_zk_lock_release(hold->node);
         hold->node = NULL;
     }
 

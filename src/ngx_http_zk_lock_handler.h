@@ -13,7 +13,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_module.h"
-#include "ngx_http_zk_lock_recipe.h"
+#include "ngx_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_local.h"
 
 
@@ -22,7 +22,7 @@
 typedef struct {
     ngx_str_t                     path;
     ngx_http_zk_lock_spec_t      *spec;
-    ngx_http_zk_lock_node_t      *node;
+    ngx_zk_lock_node_t           *node;
     ngx_http_zk_lock_local_t     *local;      /* zk_lock_fail local= */
     ngx_uint_t                    pass;
     ngx_uint_t                    weight;     /* leases it takes */
@@ -71,7 +71,7 @@ typedef struct {
 
 
 ngx_int_t ngx_http_zk_lock_handler(ngx_http_request_t *r);
-void ngx_http_zk_lock_handler_session(ngx_http_zk_lock_session_t *s);
+void ngx_http_zk_lock_handler_session(ngx_zk_lock_session_t *s);
 ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_find_ctx(
     ngx_http_request_t *r, ngx_uint_t *found);
 

@@ -9,7 +9,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_metrics.h"
-#include "ngx_http_zk_lock_session.h"
+#include "ngx_zk_lock_session.h"
 
 
 /*
@@ -482,7 +482,7 @@ ngx_http_zk_lock_metrics_keep(void *tag, ngx_int_t idle, ngx_uint_t given_back)
 
 
 void
-ngx_http_zk_lock_metrics_session(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_metrics_session(ngx_zk_lock_session_t *s)
 {
     const char               *server;
     ngx_http_zk_lock_slot_t  *slot;

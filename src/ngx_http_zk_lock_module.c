@@ -9,17 +9,17 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_module.h"
-#include "ngx_http_zk_lock_session.h"
+#include "ngx_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_http_zk_lock_params.h"
 #include "ngx_http_zk_lock_variables.h"
 #include "ngx_http_zk_lock_local.h"
-#include "ngx_http_zk_lock_recipe.h"
-#include "ngx_http_zk_lock_wait.h"
-#include "ngx_http_zk_lock_keep.h"
+#include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_wait.h"
+#include "ngx_zk_lock_keep.h"
 #include "ngx_http_zk_lock_metrics.h"
-#include "ngx_http_zk_lock_broker.h"
-#include "ngx_http_zk_lock_remote.h"
+#include "ngx_zk_lock_broker.h"
+#include "ngx_zk_lock_remote.h"
 #include "ngx_http_zk_lock_view.h"
 
 
@@ -35,7 +35,7 @@ static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_zk_lock_off(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
-    ngx_http_zk_lock_hosts_t *h);
+    ngx_zk_lock_hosts_t *h);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_counter_reach(ngx_conf_t *cf,
@@ -56,10 +56,10 @@ static char *ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry,
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
     ngx_http_zk_lock_main_conf_t *lmcf);
-static void ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_recount(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_counter_t *c);
+static void ngx_http_zk_lock_connected(ngx_zk_lock_session_t *s);
+static void ngx_http_zk_lock_jeopardy(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_recount(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
 
 
@@ -78,7 +78,7 @@ static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
 
 
 static ngx_conf_num_bounds_t  ngx_http_zk_lock_max_path_bounds = {
-    ngx_conf_check_num_bounds, 2, NGX_HTTP_ZK_LOCK_MAX_PATH
+    ngx_conf_check_num_bounds, 2, NGX_ZK_LOCK_MAX_PATH
 };
 
 
@@ -112,11 +112,11 @@ static ngx_conf_enum_t  ngx_http_zk_lock_lost[] = {
 
 
 ngx_http_zk_lock_type_t  ngx_http_zk_lock_types[] = {
-    { "", "", NGX_HTTP_ZK_LOCK_LEASE },
-    { "zk_mutex", "mutex", NGX_HTTP_ZK_LOCK_LEASE },
-    { "zk_semaphore", "semaphore", NGX_HTTP_ZK_LOCK_LEASE },
-    { "zk_rwlock read", "read", NGX_HTTP_ZK_LOCK_READ },
-    { "zk_rwlock write", "write", NGX_HTTP_ZK_LOCK_WRITE }
+    { "", "", NGX_ZK_LOCK_LEASE },
+    { "zk_mutex", "mutex", NGX_ZK_LOCK_LEASE },
+    { "zk_semaphore", "semaphore", NGX_ZK_LOCK_LEASE },
+    { "zk_rwlock read", "read", NGX_ZK_LOCK_READ },
+    { "zk_rwlock write", "write", NGX_ZK_LOCK_WRITE }
 };
 
 
@@ -586,13 +586,13 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     last = value[1].data + value[1].len;
     p = ngx_strlchr(value[1].data, last, '/');
 
-    lmcf->hosts = ngx_pcalloc(cf->pool, sizeof(ngx_http_zk_lock_hosts_t));
+    lmcf->hosts = ngx_pcalloc(cf->pool, sizeof(ngx_zk_lock_hosts_t));
     if (lmcf->hosts == NULL) {
         return NGX_CONF_ERROR;
     }
 
-    if (ngx_http_zk_lock_hosts_parse(cf, lmcf->hosts, &value[1],
-                                     p ? p : last)
+    if (ngx_zk_lock_hosts_parse(cf, lmcf->hosts, &value[1],
+                                p ? p : last)
         != NGX_OK)
     {
         return NGX_CONF_ERROR;
@@ -621,7 +621,7 @@ ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
             seg.len = p - seg.data;
 
-            err = ngx_http_zk_lock_path_check_segment(&seg, 0);
+            err = ngx_zk_lock_path_check_segment(&seg, 0);
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid chroot in \"%V\": a segment is %s",
@@ -749,7 +749,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
     ngx_uint_t                     i;
     ngx_str_t                     *path;
     ngx_http_zk_lock_spec_t       *copy;
-    ngx_http_zk_lock_params_t    **sp;
+    ngx_zk_lock_params_t         **sp;
     ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -802,7 +802,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
     if (lmcf->specs == NULL) {
         lmcf->specs = ngx_array_create(cf->pool, 4,
-                                       sizeof(ngx_http_zk_lock_params_t *));
+                                       sizeof(ngx_zk_lock_params_t *));
         if (lmcf->specs == NULL) {
             return NGX_CONF_ERROR;
         }
@@ -855,7 +855,7 @@ static char *
 ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec)
 {
-    ngx_uint_t                  i, rw;
+    ngx_uint_t                   i, rw;
     ngx_http_zk_lock_literal_t  *lit;
 
     if (spec->lock.transient) {
@@ -983,7 +983,7 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         /* a literal "/zookeeper" is checked once the chroot is known */
 
         if (cv->lengths == NULL) {
-            err = ngx_http_zk_lock_path_check_segment(&seg, 0);
+            err = ngx_zk_lock_path_check_segment(&seg, 0);
 
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -1011,13 +1011,13 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_init_hosts(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
+ngx_http_zk_lock_init_hosts(ngx_conf_t *cf, ngx_zk_lock_hosts_t *h)
 {
     ngx_http_core_loc_conf_t  *clcf;
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
 
-    if (ngx_http_zk_lock_hosts_names(h)
+    if (ngx_zk_lock_hosts_names(h)
         && clcf->resolver && clcf->resolver->connections.nelts)
     {
         h->resolver = clcf->resolver;
@@ -1025,7 +1025,7 @@ ngx_http_zk_lock_init_hosts(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
                               ? 30000 : clcf->resolver_timeout;
     }
 
-    return ngx_http_zk_lock_hosts_load(cf, h);
+    return ngx_zk_lock_hosts_load(cf, h);
 }
 
 
@@ -1054,12 +1054,12 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    lmcf->session = ngx_pcalloc(cf->pool, sizeof(ngx_http_zk_lock_session_t));
+    lmcf->session = ngx_pcalloc(cf->pool, sizeof(ngx_zk_lock_session_t));
     if (lmcf->session == NULL) {
         return NGX_ERROR;
     }
 
-    if (ngx_http_zk_lock_session_instance(cf->log, lmcf->session) != NGX_OK) {
+    if (ngx_zk_lock_session_instance(cf->log, lmcf->session) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -1117,7 +1117,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 {
     ngx_str_t                     *path;
     ngx_uint_t                     i, keeper;
-    ngx_http_zk_lock_session_t    *s;
+    ngx_zk_lock_session_t         *s;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     /* not in cache managers and loaders */
@@ -1147,14 +1147,14 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     s->state_handler = ngx_http_zk_lock_metrics_session;
     s->connect_handler = ngx_http_zk_lock_connected;
     s->heard_handler = ngx_http_zk_lock_handler_session;
-    s->expire_handler = ngx_http_zk_lock_recipe_expired;
+    s->expire_handler = ngx_zk_lock_recipe_expired;
     s->jeopardy_handler = ngx_http_zk_lock_jeopardy;
-    s->close_handler = ngx_http_zk_lock_recipe_free;
-    s->watch_handler = ngx_http_zk_lock_wait_event;
+    s->close_handler = ngx_zk_lock_recipe_free;
+    s->watch_handler = ngx_zk_lock_wait_event;
 
-    ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recount);
-    ngx_http_zk_lock_recipe_handler(&ngx_http_zk_lock_wait_owner);
-    ngx_http_zk_lock_keep_init(ngx_http_zk_lock_metrics_keep);
+    ngx_zk_lock_counters_handler(ngx_zk_lock_recount);
+    ngx_zk_lock_recipe_handler(&ngx_zk_lock_wait_owner);
+    ngx_zk_lock_keep_init(ngx_http_zk_lock_metrics_keep);
 
     /*
      * zk_sessions: the first workers have one, and broker for the others;
@@ -1165,24 +1165,24 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     lmcf->borrow = keeper && ngx_worker != 0;
 
-    ngx_http_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
+    ngx_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
 
     if (lmcf->sessions && ngx_process == NGX_PROCESS_WORKER
         && ngx_worker >= lmcf->sessions)
     {
         s->brokered = 1;
 
-        return ngx_http_zk_lock_session_init(cycle, s);
+        return ngx_zk_lock_session_init(cycle, s);
     }
 
-    if (ngx_http_zk_lock_session_init(cycle, s) != NGX_OK) {
+    if (ngx_zk_lock_session_init(cycle, s) != NGX_OK) {
         return NGX_ERROR;
     }
 
     if (ngx_process == NGX_PROCESS_WORKER
         && (lmcf->sessions || (keeper && ngx_worker == 0))
-        && ngx_http_zk_lock_broker_init(cycle, s, lmcf->specs,
-                                        lmcf->generation)
+        && ngx_zk_lock_broker_init(cycle, s, lmcf->specs,
+                                   lmcf->generation)
            != NGX_OK)
     {
         return NGX_ERROR;
@@ -1197,7 +1197,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
         path = lmcf->counters->elts;
 
         for (i = 0; i < lmcf->counters->nelts; i++) {
-            if (ngx_http_zk_lock_counter(s, &path[i]) == NULL) {
+            if (ngx_zk_lock_counter(s, &path[i]) == NULL) {
                 return NGX_ERROR;
             }
         }
@@ -1219,7 +1219,7 @@ ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf, void *post,
 {
     ngx_msec_t  *tp = data;
 
-    if (*tp < NGX_HTTP_ZK_LOCK_MIN_SESSION_TIMEOUT) {
+    if (*tp < NGX_ZK_LOCK_MIN_SESSION_TIMEOUT) {
         return "must be at least 1s (a ZooKeeper server allows no less "
                "than two of its ticks)";
     }
@@ -1300,7 +1300,7 @@ ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
 {
     ngx_uint_t                   i;
     ngx_core_conf_t             *ccf;
-    ngx_http_zk_lock_params_t  **lp;
+    ngx_zk_lock_params_t       **lp;
 
 #if !(NGX_LINUX)
 
@@ -1328,9 +1328,9 @@ ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
 
 
 static void
-ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_connected(ngx_zk_lock_session_t *s)
 {
-    ngx_http_zk_lock_recipe_connected(s);
+    ngx_zk_lock_recipe_connected(s);
     ngx_http_zk_lock_handler_session(s);
 }
 
@@ -1338,9 +1338,9 @@ ngx_http_zk_lock_connected(ngx_http_zk_lock_session_t *s)
 /* holders are told, and waiters where local leases apply take them */
 
 static void
-ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_jeopardy(ngx_zk_lock_session_t *s)
 {
-    ngx_http_zk_lock_recipe_jeopardy(s);
+    ngx_zk_lock_recipe_jeopardy(s);
     ngx_http_zk_lock_handler_session(s);
 }
 
@@ -1348,11 +1348,11 @@ ngx_http_zk_lock_jeopardy(ngx_http_zk_lock_session_t *s)
 /* a lease count changed: its locks, and what the metrics show */
 
 static void
-ngx_http_zk_lock_recount(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_counter_t *c)
+ngx_zk_lock_recount(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_counter_t *c)
 {
     ngx_http_zk_lock_metrics_leases(c->path, c->value);
-    ngx_http_zk_lock_recipe_recount(s, c);
+    ngx_zk_lock_recipe_recount(s, c);
 }
 
 
@@ -1367,7 +1367,7 @@ ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
         return;
     }
 
-    ngx_http_zk_lock_session_close(lmcf->session);
+    ngx_zk_lock_session_close(lmcf->session);
 
     /* its last completions have run: the fleet view's snapshots can go */
     ngx_http_zk_lock_view_exit();

@@ -13,9 +13,9 @@
 #include <ngx_http.h>
 #include <zookeeper/zookeeper.h>
 
-#include "ngx_http_zk_lock_session.h"
-#include "ngx_http_zk_lock_take.h"
-#include "ngx_http_zk_lock_listing.h"
+#include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_take.h"
+#include "ngx_zk_lock_listing.h"
 
 
 /* the module's version: CHANGES names it, and so does a release's tag */
@@ -31,7 +31,7 @@
 typedef struct {
     char                         *directive;  /* in log lines */
     char                         *label;      /* the metrics' "type" */
-    ngx_http_zk_lock_kind_e       kind;       /* its node, Curator's name */
+    ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
 } ngx_http_zk_lock_type_t;
 
 
@@ -65,7 +65,7 @@ typedef enum {
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */
 typedef struct {
-    ngx_http_zk_lock_params_t     lock;       /* first: the core's part */
+    ngx_zk_lock_params_t          lock;       /* first: the core's part */
     ngx_uint_t                    type;
     ngx_str_t                     name;       /* the path as configured */
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
@@ -80,7 +80,7 @@ typedef struct {
 
 
 typedef struct {
-    ngx_http_zk_lock_hosts_t     *hosts;
+    ngx_zk_lock_hosts_t          *hosts;
     ngx_str_t                     chroot;
     ngx_msec_t                    session_timeout;
     ngx_uint_t                    max_waiting; /* of a worker, all paths */
@@ -95,18 +95,18 @@ typedef struct {
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_array_t                  *literals;   /* recipes of literal paths */
-    ngx_http_zk_lock_session_t   *session;
+    ngx_zk_lock_session_t        *session;
     ngx_shm_zone_t               *local_zone; /* zk_lock_fail local= */
     ngx_uint_t                    local_used;
 
     /* zk_sessions: workers with a session, the others use theirs */
     ngx_uint_t                    sessions;
     ngx_uint_t                    generation; /* of the configuration */
-    ngx_array_t                  *specs;      /* ngx_http_zk_lock_params_t * */
+    ngx_array_t                  *specs;      /* ngx_zk_lock_params_t * */
 
     /*
      * keep=: the kept leases are the instance's, in worker 0's pool, and
-     * this worker borrows them (see ngx_http_zk_lock_remote.c)
+     * this worker borrows them (see ngx_zk_lock_remote.c)
      */
     ngx_uint_t                    borrow;
 } ngx_http_zk_lock_main_conf_t;

@@ -9,8 +9,8 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_params.h"
-#include "ngx_http_zk_lock_path.h"
-#include "ngx_http_zk_lock_group.h"
+#include "ngx_zk_lock_path.h"
+#include "ngx_zk_lock_group.h"
 
 
 /*
@@ -101,12 +101,12 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
-    if (spec->weight > ngx_http_zk_lock_group_max(spec->name.len)) {
+    if (spec->weight > ngx_zk_lock_group_max(spec->name.len)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"weight=%ui\" is more than the %ui nodes that "
                            "one zookeeper multi() may create on \"%V\"",
                            spec->weight,
-                           ngx_http_zk_lock_group_max(spec->name.len),
+                           ngx_zk_lock_group_max(spec->name.len),
                            &spec->name);
         return NGX_CONF_ERROR;
     }
@@ -210,7 +210,7 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
         return NGX_CONF_OK;
     }
 
-    /* Curator's acquire(qty), in one multi(): see ngx_http_zk_lock_group.c */
+    /* Curator's acquire(qty), in one multi(): see ngx_zk_lock_group.c */
 
     if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
         && ngx_strncmp(value->data, "weight=", 7) == 0)
@@ -218,7 +218,7 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
         return ngx_http_zk_lock_params_weight(cf, spec, value);
     }
 
-    /* leases a worker keeps: see ngx_http_zk_lock_keep.c */
+    /* leases a worker keeps: see ngx_zk_lock_keep.c */
 
     if (ngx_strncmp(value->data, "keep=", 5) == 0) {
         return ngx_http_zk_lock_params_keep(cf, spec, value);
@@ -448,7 +448,7 @@ ngx_http_zk_lock_params_check_path(ngx_str_t *path)
 
         seg.len = p - seg.data;
 
-        if (ngx_http_zk_lock_path_check_segment(&seg, 0) != NULL) {
+        if (ngx_zk_lock_path_check_segment(&seg, 0) != NULL) {
             return NGX_ERROR;
         }
     }

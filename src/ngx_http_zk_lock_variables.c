@@ -129,7 +129,7 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     size_t                    len;
     ngx_uint_t                i, found;
     ngx_http_zk_lock_ctx_t   *ctx;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
     ngx_http_zk_lock_hold_t  *hold;
 
     ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
@@ -145,9 +145,9 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     for (i = 0; i < ctx->holds.nelts; i++) {
         node = hold[i].node;
 
-        if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        if (node && node->state == NGX_ZK_LOCK_HELD) {
             len += (data ? NGX_INT64_LEN
-                         : ngx_strlen(ngx_http_zk_lock_node_path(node)) + 1
+                         : ngx_strlen(ngx_zk_lock_node_path(node)) + 1
                            + node->name_len)
                    + 1;
         }
@@ -168,7 +168,7 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     for (i = 0; i < ctx->holds.nelts; i++) {
         node = hold[i].node;
 
-        if (node && node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        if (node && node->state == NGX_ZK_LOCK_HELD) {
             if (p != v->data) {
                 *p++ = ' ';
             }
@@ -179,7 +179,7 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
 
             } else {
                 p = ngx_sprintf(p, "%s/%*s",
-                                ngx_http_zk_lock_node_path(node),
+                                ngx_zk_lock_node_path(node),
                                 node->name_len, node->name);
             }
         }

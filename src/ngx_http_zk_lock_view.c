@@ -9,10 +9,10 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_module.h"
-#include "ngx_http_zk_lock_session.h"
-#include "ngx_http_zk_lock_listing.h"
-#include "ngx_http_zk_lock_counter.h"
-#include "ngx_http_zk_lock_recipe.h"
+#include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_listing.h"
+#include "ngx_zk_lock_counter.h"
+#include "ngx_zk_lock_recipe.h"
 #include "ngx_http_zk_lock_view.h"
 
 
@@ -107,11 +107,11 @@ typedef struct {
 
 
 static ngx_int_t ngx_http_zk_lock_view_handler(ngx_http_request_t *r);
-static ngx_int_t ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s);
+static ngx_int_t ngx_http_zk_lock_view_refresh(ngx_zk_lock_session_t *s);
 static ngx_int_t ngx_http_zk_lock_view_literals(
-    ngx_http_zk_lock_view_snap_t *snap, ngx_http_zk_lock_session_t *s);
+    ngx_http_zk_lock_view_snap_t *snap, ngx_zk_lock_session_t *s);
 static ngx_int_t ngx_http_zk_lock_view_live(
-    ngx_http_zk_lock_view_snap_t *snap, ngx_http_zk_lock_session_t *s);
+    ngx_http_zk_lock_view_snap_t *snap, ngx_zk_lock_session_t *s);
 static ngx_int_t ngx_http_zk_lock_view_add(ngx_http_zk_lock_view_snap_t *snap,
     ngx_str_t *path, const char *suffix, const char *type, ngx_uint_t leases,
     ngx_uint_t rw, ngx_uint_t live);
@@ -136,7 +136,7 @@ static u_char *ngx_http_zk_lock_view_lock_json(u_char *p,
     ngx_http_zk_lock_view_lock_t *lock);
 static u_char *ngx_http_zk_lock_view_node_json(u_char *p,
     ngx_http_zk_lock_view_child_t *child);
-static const char *ngx_http_zk_lock_view_state(ngx_http_zk_lock_session_t *s);
+static const char *ngx_http_zk_lock_view_state(ngx_zk_lock_session_t *s);
 static u_char *ngx_http_zk_lock_view_escape(u_char *dst, u_char *src,
     size_t len);
 
@@ -206,7 +206,7 @@ ngx_http_zk_lock_view_handler(ngx_http_request_t *r)
     ngx_uint_t                     html;
     ngx_pool_cleanup_t            *cln;
     ngx_http_zk_lock_view_t       *view;
-    ngx_http_zk_lock_session_t    *s;
+    ngx_zk_lock_session_t         *s;
     ngx_http_zk_lock_view_ctx_t   *ctx;
     ngx_http_zk_lock_loc_conf_t   *llcf;
 
@@ -253,7 +253,7 @@ ngx_http_zk_lock_view_handler(ngx_http_request_t *r)
     /* no session to read through: what is known, at once */
 
     if (s == NULL || s->brokered || s->exiting
-        || !ngx_http_zk_lock_session_usable(s))
+        || !ngx_zk_lock_session_usable(s))
     {
         return ngx_http_zk_lock_view_send(r, 1);
     }
@@ -324,7 +324,7 @@ ngx_http_zk_lock_view_handler(ngx_http_request_t *r)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_view_refresh(ngx_zk_lock_session_t *s)
 {
     int                            rc;
     ngx_uint_t                     i;
@@ -363,7 +363,7 @@ ngx_http_zk_lock_view_refresh(ngx_http_zk_lock_session_t *s)
 
     /* the list is complete: the answers may now point into it */
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     lock = snap->locks.elts;
 
@@ -404,14 +404,14 @@ failed:
 
 static ngx_int_t
 ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
-    ngx_http_zk_lock_session_t *s)
+    ngx_zk_lock_session_t *s)
 {
     ngx_int_t                    rc;
     ngx_uint_t                   i, leases;
     const char                  *type;
     ngx_http_zk_lock_view_t     *view;
     ngx_http_zk_lock_literal_t  *lit;
-    ngx_http_zk_lock_counter_t  *counter;
+    ngx_zk_lock_counter_t       *counter;
 
     view = &ngx_http_zk_lock_view;
 
@@ -424,7 +424,7 @@ ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
         leases = lit[i].leases;
 
         if (lit[i].counter.len) {
-            counter = ngx_http_zk_lock_counter(s, &lit[i].counter);
+            counter = ngx_zk_lock_counter(s, &lit[i].counter);
 
             if (counter && counter->value) {
                 leases = counter->value;
@@ -464,20 +464,20 @@ ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
 
 static ngx_int_t
 ngx_http_zk_lock_view_live(ngx_http_zk_lock_view_snap_t *snap,
-    ngx_http_zk_lock_session_t *s)
+    ngx_zk_lock_session_t *s)
 {
     ngx_str_t                 path;
     ngx_uint_t                leases, rw;
     ngx_queue_t              *q;
     const char               *type;
-    ngx_http_zk_lock_t       *zl;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t            *zl;
+    ngx_zk_lock_node_t       *node;
 
     for (q = ngx_queue_head(&s->all);
          q != ngx_queue_sentinel(&s->all);
          q = ngx_queue_next(q))
     {
-        zl = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
+        zl = ngx_queue_data(q, ngx_zk_lock_t, queue);
 
         if (ngx_queue_empty(&zl->nodes)
             || ngx_http_zk_lock_view_known(snap, zl->path))
@@ -488,14 +488,14 @@ ngx_http_zk_lock_view_live(ngx_http_zk_lock_view_snap_t *snap,
         /* the recipe is the one of its nodes: one per path */
 
         node = ngx_queue_data(ngx_queue_head(&zl->nodes),
-                              ngx_http_zk_lock_node_t, queue);
+                              ngx_zk_lock_node_t, queue);
 
-        leases = ngx_http_zk_lock_recipe_leases(node);
-        rw = (node->kind == NGX_HTTP_ZK_LOCK_READ
-              || node->kind == NGX_HTTP_ZK_LOCK_WRITE);
+        leases = ngx_zk_lock_recipe_leases(node);
+        rw = (node->kind == NGX_ZK_LOCK_READ
+              || node->kind == NGX_ZK_LOCK_WRITE);
 
         type = rw ? "rwlock"
-               : (node->kind == NGX_HTTP_ZK_LOCK_COUNT) ? "semaphore v2"
+               : (node->kind == NGX_ZK_LOCK_COUNT) ? "semaphore v2"
                : (leases == 1) ? "mutex" : "semaphore";
 
         path.data = zl->path;
@@ -575,11 +575,11 @@ ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
     int                             erc;
     u_char                         *p;
     ngx_uint_t                      i, n;
-    ngx_http_zk_lock_child_t       *sorted;
-    ngx_http_zk_lock_session_t     *s;
+    ngx_zk_lock_child_t            *sorted;
+    ngx_zk_lock_session_t          *s;
     ngx_http_zk_lock_view_snap_t   *snap;
     ngx_http_zk_lock_view_child_t  *child;
-    u_char                          buf[NGX_HTTP_ZK_LOCK_BUF_LEN + 16];
+    u_char                          buf[NGX_ZK_LOCK_BUF_LEN + 16];
 
     snap = lock->snap;
     s = ngx_http_zk_lock_view.lmcf->session;
@@ -606,7 +606,7 @@ ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
 
     n = strings->count;
 
-    sorted = ngx_alloc(n * sizeof(ngx_http_zk_lock_child_t), &s->log);
+    sorted = ngx_alloc(n * sizeof(ngx_zk_lock_child_t), &s->log);
     if (sorted == NULL) {
         snap->failed = 1;
         goto done;
@@ -614,10 +614,10 @@ ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
 
     /* in the order of the queue, as Curator sorts: others last */
 
-    (void) ngx_http_zk_lock_listing_sort(sorted, strings->data, n);
+    (void) ngx_zk_lock_listing_sort(sorted, strings->data, n);
 
     for (i = 0; i < n; i++) {
-        if (sorted[i].seq == NGX_HTTP_ZK_LOCK_SEQ_NONE) {
+        if (sorted[i].seq == NGX_ZK_LOCK_SEQ_NONE) {
             break;
         }
     }
@@ -634,7 +634,7 @@ ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
         goto done;
     }
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     for (i = 0; i < lock->n; i++) {
         child = &lock->children[i];
@@ -965,7 +965,7 @@ ngx_http_zk_lock_view_json(u_char *p, ngx_http_zk_lock_view_snap_t *snap,
 {
     ngx_uint_t                     i;
     ngx_http_zk_lock_view_lock_t  *lock;
-    ngx_http_zk_lock_session_t    *s;
+    ngx_zk_lock_session_t         *s;
 
     s = ngx_http_zk_lock_view.lmcf ? ngx_http_zk_lock_view.lmcf->session
                                    : NULL;
@@ -1216,7 +1216,7 @@ ngx_http_zk_lock_view_parse(ngx_str_t *data,
 
 
 static const char *
-ngx_http_zk_lock_view_state(ngx_http_zk_lock_session_t *s)
+ngx_http_zk_lock_view_state(ngx_zk_lock_session_t *s)
 {
     if (s == NULL) {
         return "none";
@@ -1227,7 +1227,7 @@ ngx_http_zk_lock_view_state(ngx_http_zk_lock_session_t *s)
         return "brokered";
     }
 
-    return ngx_http_zk_lock_session_usable(s) ? "connected" : "down";
+    return ngx_zk_lock_session_usable(s) ? "connected" : "down";
 }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# The queue arithmetic on its own (src/ngx_http_zk_lock_listing.c): a C
+# The queue arithmetic on its own (src/ngx_zk_lock_listing.c): a C
 # program, t/lib/listing_test.c, built against the headers of the nginx
 # tree that t/lib/build.sh configures, runs its cases and prints TAP.
 
@@ -22,7 +22,7 @@ my @inc = map { "-I$_" } "$tree/src/core", "$tree/src/event",
     "$tree/src/os/unix", "$tree/objs", "$top/src";
 
 my $out = `cc -Wall -Wextra -Wno-unused-parameter -Werror @inc -o $dir/listing \\
-    $top/t/lib/listing_test.c $top/src/ngx_http_zk_lock_listing.c 2>&1`;
+    $top/t/lib/listing_test.c $top/src/ngx_zk_lock_listing.c 2>&1`;
 is($?, 0, 'the listing and its test build with -Werror') or diag $out;
 
 my @tap = `$dir/listing`;

@@ -1,5 +1,5 @@
 /*
- * Unit test of src/ngx_http_zk_lock_listing.c, the pure arithmetic of a
+ * Unit test of src/ngx_zk_lock_listing.c, the pure arithmetic of a
  * lock's queue: built by t/listing.t against the headers of the configured
  * nginx tree, it prints TAP lines.
  */
@@ -7,7 +7,7 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_http_zk_lock_listing.h"
+#include "ngx_zk_lock_listing.h"
 
 
 /* what the listing needs of nginx's core, as nginx's own do it */
@@ -67,28 +67,28 @@ test_seq(void)
         { NAME("__READ__", "0000000007"), 7, "a read node" },
         { NAME("__WRIT__", "2147483647"), 2147483647, "the last sequence" },
         { NAME("lease-", "0000000000"), 0, "a semaphore v2 lease" },
-        { "a0000000000", NGX_HTTP_ZK_LOCK_SEQ_NONE,
+        { "a0000000000", NGX_ZK_LOCK_SEQ_NONE,
           "a container ending in 10 digits is no participant" },
-        { "lock-0000000001", NGX_HTTP_ZK_LOCK_SEQ_NONE,
+        { "lock-0000000001", NGX_ZK_LOCK_SEQ_NONE,
           "a name without protection is no participant" },
-        { NAME("lock", "0000000001"), NGX_HTTP_ZK_LOCK_SEQ_NONE,
+        { NAME("lock", "0000000001"), NGX_ZK_LOCK_SEQ_NONE,
           "an unknown kind is no participant" },
-        { NAME("lock-", "000000001x"), NGX_HTTP_ZK_LOCK_SEQ_NONE,
+        { NAME("lock-", "000000001x"), NGX_ZK_LOCK_SEQ_NONE,
           "a sequence that is not a number" },
-        { NAME("lock-", "2147483648"), NGX_HTTP_ZK_LOCK_SEQ_NONE,
+        { NAME("lock-", "2147483648"), NGX_ZK_LOCK_SEQ_NONE,
           "a sequence beyond 2^31 - 1" },
-        { NAME("lock-", "-2147483648"), NGX_HTTP_ZK_LOCK_SEQ_WRAPPED,
+        { NAME("lock-", "-2147483648"), NGX_ZK_LOCK_SEQ_WRAPPED,
           "the first negative sequence is wrapped" },
-        { NAME("__WRIT__", "-2147483638"), NGX_HTTP_ZK_LOCK_SEQ_WRAPPED,
+        { NAME("__WRIT__", "-2147483638"), NGX_ZK_LOCK_SEQ_WRAPPED,
           "a negative write node is wrapped" },
-        { NAME("lease-", "-000000005"), NGX_HTTP_ZK_LOCK_SEQ_WRAPPED,
+        { NAME("lease-", "-000000005"), NGX_ZK_LOCK_SEQ_WRAPPED,
           "a short negative sequence is wrapped" },
     };
 
     ngx_uint_t  i;
 
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        ok(ngx_http_zk_lock_listing_seq((u_char *) cases[i].name,
+        ok(ngx_zk_lock_listing_seq((u_char *) cases[i].name,
                                         strlen(cases[i].name))
            == cases[i].seq, cases[i].what);
     }
@@ -107,31 +107,31 @@ test_sort(void)
         NAME("__READ__", "0000000004"),
     };
     ngx_uint_t                 n, first_write;
-    ngx_http_zk_lock_child_t   c[6];
+    ngx_zk_lock_child_t   c[6];
 
     n = 6;
-    first_write = ngx_http_zk_lock_listing_sort(c, names, n);
+    first_write = ngx_zk_lock_listing_sort(c, names, n);
 
     ok(c[0].seq == 1 && c[1].seq == 3 && c[2].seq == 4 && c[3].seq == 5
        && c[4].seq == 9, "sorted by sequence number");
-    ok(c[5].seq == NGX_HTTP_ZK_LOCK_SEQ_NONE
+    ok(c[5].seq == NGX_ZK_LOCK_SEQ_NONE
        && strcmp((char *) c[5].name, "a0000000000") == 0,
        "a child that is no participant sorts last");
     ok(first_write == 1, "the first write node");
     ok(c[0].writes == 0 && c[2].writes == 1 && c[3].writes == 1
        && c[4].writes == 1, "write nodes ahead of each");
-    ok(ngx_http_zk_lock_listing_index(c, n, 4,
+    ok(ngx_zk_lock_listing_index(c, n, 4,
                                       (u_char *) NAME("__READ__", "0000000004"))
        == 2, "a node's index");
-    ok(ngx_http_zk_lock_listing_index(c, n, 4,
+    ok(ngx_zk_lock_listing_index(c, n, 4,
                                       (u_char *) NAME("__WRIT__", "0000000004"))
        == NGX_ERROR, "a node with another name is not there");
-    ok(ngx_http_zk_lock_listing_index(c, n, 6,
+    ok(ngx_zk_lock_listing_index(c, n, 6,
                                       (u_char *) NAME("__READ__", "0000000006"))
        == NGX_ERROR, "a node with another sequence is not there");
-    ok(ngx_http_zk_lock_listing_wrapped(c, n) == NULL, "nothing wrapped");
-    ok(ngx_http_zk_lock_listing_sort(c, names, 0) == 0
-       && ngx_http_zk_lock_listing_wrapped(c, 0) == NULL, "an empty listing");
+    ok(ngx_zk_lock_listing_wrapped(c, n) == NULL, "nothing wrapped");
+    ok(ngx_zk_lock_listing_sort(c, names, 0) == 0
+       && ngx_zk_lock_listing_wrapped(c, 0) == NULL, "an empty listing");
 }
 
 
@@ -144,10 +144,10 @@ test_wrapped(void)
         "locks",
     };
     u_char                    *name;
-    ngx_http_zk_lock_child_t   c[3];
+    ngx_zk_lock_child_t   c[3];
 
-    (void) ngx_http_zk_lock_listing_sort(c, names, 3);
-    name = ngx_http_zk_lock_listing_wrapped(c, 3);
+    (void) ngx_zk_lock_listing_sort(c, names, 3);
+    name = ngx_zk_lock_listing_wrapped(c, 3);
 
     ok(name && strcmp((char *) name, names[1]) == 0,
        "a wrapped participant is found");
@@ -164,39 +164,39 @@ test_keep(void)
         "leases",
         NAME("lock-", "0000000011"),
     };
-    ngx_http_zk_lock_child_t     c[4];
-    ngx_http_zk_lock_entry_t    *e;
-    ngx_http_zk_lock_listing_t   l;
+    ngx_zk_lock_child_t     c[4];
+    ngx_zk_lock_entry_t    *e;
+    ngx_zk_lock_listing_t   l;
 
     memset(&l, 0, sizeof(l));
 
-    (void) ngx_http_zk_lock_listing_sort(c, names, 4);
+    (void) ngx_zk_lock_listing_sort(c, names, 4);
 
-    ok(ngx_http_zk_lock_listing_keep(&l, c, 4, NULL) == NGX_OK
+    ok(ngx_zk_lock_listing_keep(&l, c, 4, NULL) == NGX_OK
        && l.n == 3 && l.live == 3 && l.head == 0,
        "the participants are kept, not the other child");
-    ok(strcmp((char *) ngx_http_zk_lock_listing_name(&l, &l.entries[1]),
+    ok(strcmp((char *) ngx_zk_lock_listing_name(&l, &l.entries[1]),
               names[3]) == 0, "an entry's name");
 
-    e = ngx_http_zk_lock_listing_remove(&l, 11);
+    e = ngx_zk_lock_listing_remove(&l, 11);
     ok(e == &l.entries[1] && l.live == 2 && l.head == 0,
        "a deletion in the middle is counted");
-    ok(ngx_http_zk_lock_listing_remove(&l, 11) == NULL && l.live == 2,
+    ok(ngx_zk_lock_listing_remove(&l, 11) == NULL && l.live == 2,
        "and counted once");
-    ok(ngx_http_zk_lock_listing_remove(&l, 13) == NULL,
+    ok(ngx_zk_lock_listing_remove(&l, 13) == NULL,
        "a node created after the listing is not counted");
 
-    e = ngx_http_zk_lock_listing_remove(&l, 10);
+    e = ngx_zk_lock_listing_remove(&l, 10);
     ok(e == &l.entries[0] && l.head == 2 && l.live == 1,
        "the head moves past the nodes gone");
 
-    (void) ngx_http_zk_lock_listing_remove(&l, 12);
+    (void) ngx_zk_lock_listing_remove(&l, 12);
     ok(l.head == 3 && l.live == 0, "all gone");
 
-    ok(ngx_http_zk_lock_listing_keep(&l, c, 0, NULL) == NGX_OK
+    ok(ngx_zk_lock_listing_keep(&l, c, 0, NULL) == NGX_OK
        && l.n == 0 && l.entries == NULL, "an empty listing is kept");
 
-    ngx_http_zk_lock_listing_free(&l);
+    ngx_zk_lock_listing_free(&l);
 }
 
 

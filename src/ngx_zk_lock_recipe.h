@@ -4,18 +4,18 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_RECIPE_H_INCLUDED_
+#define _NGX_ZK_LOCK_RECIPE_H_INCLUDED_
 
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_session.h"
-#include "ngx_http_zk_lock_counter.h"
-#include "ngx_http_zk_lock_listing.h"
-#include "ngx_http_zk_lock_path.h"
+#include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_counter.h"
+#include "ngx_zk_lock_listing.h"
+#include "ngx_zk_lock_path.h"
 
 
 /*
@@ -32,17 +32,17 @@
  */
 
 
-typedef struct ngx_http_zk_lock_node_s     ngx_http_zk_lock_node_t;
+typedef struct ngx_zk_lock_node_s     ngx_zk_lock_node_t;
 
 
-/* the other nodes of a weighted participant, see ngx_http_zk_lock_group.c */
+/* the other nodes of a weighted participant, see ngx_zk_lock_group.c */
 
 typedef struct {
     uint32_t                      seq;
     u_char                        name[64];
-} ngx_http_zk_lock_passenger_t;
+} ngx_zk_lock_passenger_t;
 
-typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
+typedef void (*ngx_zk_lock_notify_pt)(ngx_zk_lock_node_t *node);
 
 
 /*
@@ -51,9 +51,9 @@ typedef void (*ngx_http_zk_lock_notify_pt)(ngx_http_zk_lock_node_t *node);
  */
 
 typedef struct {
-    ngx_http_zk_lock_notify_pt    release;
-    void                        (*free)(ngx_http_zk_lock_t *lock);
-} ngx_http_zk_lock_keeper_t;
+    ngx_zk_lock_notify_pt       release;
+    void                        (*free)(ngx_zk_lock_t *lock);
+} ngx_zk_lock_keeper_t;
 
 
 /*
@@ -84,38 +84,38 @@ typedef struct {
  */
 
 typedef enum {
-    NGX_HTTP_ZK_LOCK_PARKED = 0,    /* waits for a connected session */
-    NGX_HTTP_ZK_LOCK_CREATING,      /* create sent */
-    NGX_HTTP_ZK_LOCK_LOST,          /* create reply lost: find it by uuid */
-    NGX_HTTP_ZK_LOCK_WAITING,       /* queued behind others */
-    NGX_HTTP_ZK_LOCK_HELD,
-    NGX_HTTP_ZK_LOCK_FAILED,        /* see "error" */
-    NGX_HTTP_ZK_LOCK_DELETING,      /* released, delete sent */
-    NGX_HTTP_ZK_LOCK_ORPHAN         /* released, delete to retry */
-} ngx_http_zk_lock_state_e;
+    NGX_ZK_LOCK_PARKED = 0,    /* waits for a connected session */
+    NGX_ZK_LOCK_CREATING,      /* create sent */
+    NGX_ZK_LOCK_LOST,          /* create reply lost: find it by uuid */
+    NGX_ZK_LOCK_WAITING,       /* queued behind others */
+    NGX_ZK_LOCK_HELD,
+    NGX_ZK_LOCK_FAILED,        /* see "error" */
+    NGX_ZK_LOCK_DELETING,      /* released, delete sent */
+    NGX_ZK_LOCK_ORPHAN         /* released, delete to retry */
+} ngx_zk_lock_state_e;
 
 
 /* a waiter's watch on its own node, see wait_promote() */
 
 typedef enum {
-    NGX_HTTP_ZK_LOCK_SELF_NONE = 0,
-    NGX_HTTP_ZK_LOCK_SELF_SENT,
-    NGX_HTTP_ZK_LOCK_SELF_SET
-} ngx_http_zk_lock_self_e;
+    NGX_ZK_LOCK_SELF_NONE = 0,
+    NGX_ZK_LOCK_SELF_SENT,
+    NGX_ZK_LOCK_SELF_SET
+} ngx_zk_lock_self_e;
 
 
 /* one participant: a request's place in one lock */
 
-struct ngx_http_zk_lock_node_s {
+struct ngx_zk_lock_node_s {
     ngx_queue_t                   queue;      /* in lock->nodes */
-    ngx_http_zk_lock_t           *lock;
-    ngx_http_zk_lock_state_e      state;
-    ngx_http_zk_lock_kind_e       kind;
+    ngx_zk_lock_t                *lock;
+    ngx_zk_lock_state_e           state;
+    ngx_zk_lock_kind_e            kind;
     ngx_uint_t                    leases;     /* unless the counter says */
     ngx_uint_t                    weight;     /* nodes it creates */
-    ngx_http_zk_lock_passenger_t *passengers; /* weight - 1 of them */
+    ngx_zk_lock_passenger_t      *passengers; /* weight - 1 of them */
     ngx_uint_t                    npassengers;
-    ngx_http_zk_lock_counter_t   *counter;
+    ngx_zk_lock_counter_t        *counter;
     ngx_uint_t                    generation; /* session of the znode */
     ngx_uint_t                    pending;    /* completions to come */
     ngx_uint_t                    attempts;   /* creates tried */
@@ -126,12 +126,12 @@ struct ngx_http_zk_lock_node_s {
     int                           error;      /* ZooKeeper error, if FAILED */
 
     /* the owner, told of HELD and FAILED; NULL once released */
-    ngx_http_zk_lock_notify_pt    notify;
+    ngx_zk_lock_notify_pt         notify;
     void                         *data;
     ngx_event_t                   notify_event;
     ngx_log_t                    *log;        /* the owner's, then ours */
 
-    ngx_http_zk_lock_self_e       self;
+    ngx_zk_lock_self_e       self;
 
     unsigned                      was_held:1;
     unsigned                      was_waiting:1;
@@ -147,7 +147,7 @@ struct ngx_http_zk_lock_node_s {
     unsigned                      recalled:1; /* a lent ticket, wanted back */
     unsigned                      spent:1;    /* lent, and idle for keep */
 
-    u_char                        uuid[NGX_HTTP_ZK_LOCK_UUID_LEN];
+    u_char                        uuid[NGX_ZK_LOCK_UUID_LEN];
     size_t                        name_len;
     u_char                        name[64];   /* child name, null-terminated */
     u_char                        pred[64];   /* the child just ahead */
@@ -155,92 +155,92 @@ struct ngx_http_zk_lock_node_s {
     ngx_str_t                     info;       /* node data: the holder */
 
     /* created once this holds, released once told: see behind() */
-    ngx_http_zk_lock_node_t      *gate;
+    ngx_zk_lock_node_t      *gate;
 
-    /* a ticket's lease, see ngx_http_zk_lock_keep.c */
+    /* a ticket's lease, see ngx_zk_lock_keep.c */
     void                         *kept;
 
     /*
      * A ticket lent to an owner that may keep it between its requests (a
-     * sibling worker, see ngx_http_zk_lock_broker.c): asked to end it
+     * sibling worker, see ngx_zk_lock_broker.c): asked to end it
      */
-    ngx_http_zk_lock_notify_pt    recall;
+    ngx_zk_lock_notify_pt    recall;
 
     /*
      * A node that a sibling's session holds for this worker (see
-     * ngx_http_zk_lock_remote.c): no lock here, its own release
+     * ngx_zk_lock_remote.c): no lock here, its own release
      */
     u_char                       *remote_path;
-    ngx_http_zk_lock_notify_pt    releaser;
+    ngx_zk_lock_notify_pt         releaser;
 };
 
 
 /* a waiter's "ahead" before its first listing */
-#define NGX_HTTP_ZK_LOCK_UNKNOWN  NGX_MAX_INT_T_VALUE
+#define NGX_ZK_LOCK_UNKNOWN  NGX_MAX_INT_T_VALUE
 
 
 /*
  * the error of a node whose path's variable names a node that is no
  * lock's (see path_vet())
  */
-#define NGX_HTTP_ZK_LOCK_FOREIGN  4
+#define NGX_ZK_LOCK_FOREIGN  4
 
 /* the error of a trying node that found the lock taken: not ZooKeeper's */
-#define NGX_HTTP_ZK_LOCK_BUSY     1
+#define NGX_ZK_LOCK_BUSY     1
 
 /* the error of a revocable node whose data asks it to let go */
-#define NGX_HTTP_ZK_LOCK_REVOKED  2
+#define NGX_ZK_LOCK_REVOKED  2
 
 /*
  * The error of a held node whose session may expire unheard of: it is
  * still HELD, and its owner releases it or keeps it until the session
  * comes back or expires
  */
-#define NGX_HTTP_ZK_LOCK_JEOPARDY  3
+#define NGX_ZK_LOCK_JEOPARDY  3
 
 
-ngx_http_zk_lock_node_t *ngx_http_zk_lock_acquire(
-    ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
-    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
-    ngx_uint_t transient, ngx_http_zk_lock_notify_pt notify, void *data,
+ngx_zk_lock_node_t *ngx_zk_lock_acquire(
+    ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_uint_t transient, ngx_zk_lock_notify_pt notify, void *data,
     ngx_log_t *log);
-ngx_http_zk_lock_node_t *ngx_http_zk_lock_behind(
-    ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
-    ngx_http_zk_lock_counter_t *counter);
-void ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node);
-u_char *ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node,
+ngx_zk_lock_node_t *ngx_zk_lock_behind(
+    ngx_zk_lock_node_t *gate, ngx_str_t *path,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_zk_lock_counter_t *counter);
+void ngx_zk_lock_release(ngx_zk_lock_node_t *node);
+u_char *ngx_zk_lock_node_path(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_transient(ngx_zk_lock_node_t *node,
     ngx_uint_t levels);
-void ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_revocable(ngx_http_zk_lock_node_t *node);
-ngx_uint_t ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s,
+void ngx_zk_lock_try(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_revocable(ngx_zk_lock_node_t *node);
+ngx_uint_t ngx_zk_lock_waiting(ngx_zk_lock_session_t *s,
     ngx_str_t *path);
 
-void ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_recipe_jeopardy(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_counter_t *c);
+void ngx_zk_lock_recipe_connected(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_recipe_expired(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_recipe_jeopardy(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_recipe_free(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_recipe_recount(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_counter_t *c);
 
-void ngx_http_zk_lock_recipe_handler(ngx_http_zk_lock_owner_t *owner);
-void ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper);
+void ngx_zk_lock_recipe_handler(ngx_zk_lock_owner_t *owner);
+void ngx_zk_lock_recipe_keeper(ngx_zk_lock_keeper_t *keeper);
 
-/* the moves of a node that ngx_http_zk_lock_wait.c decides */
+/* the moves of a node that ngx_zk_lock_wait.c decides */
 
-ngx_int_t ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n);
-ngx_uint_t ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node);
-ngx_uint_t ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node);
-ngx_uint_t ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc);
-void ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name);
-void ngx_http_zk_lock_recipe_changed(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_recipe_vetted(ngx_http_zk_lock_t *lock);
+ngx_int_t ngx_zk_lock_recipe_adopt(ngx_zk_lock_node_t *node,
+    ngx_zk_lock_child_t *children, ngx_uint_t n);
+ngx_uint_t ngx_zk_lock_recipe_busy(ngx_zk_lock_node_t *node);
+ngx_uint_t ngx_zk_lock_recipe_leases(ngx_zk_lock_node_t *node);
+ngx_uint_t ngx_zk_lock_recipe_needed(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_recipe_node_fail(ngx_zk_lock_node_t *node, int rc);
+void ngx_zk_lock_recipe_node_gc(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_recipe_node_held(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_recipe_wrapped(ngx_zk_lock_t *lock, u_char *name);
+void ngx_zk_lock_recipe_changed(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_recipe_vetted(ngx_zk_lock_t *lock);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_RECIPE_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_RECIPE_H_INCLUDED_ */

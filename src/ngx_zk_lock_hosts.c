@@ -8,7 +8,7 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_hosts.h"
+#include "ngx_zk_lock_hosts.h"
 
 
 /*
@@ -23,47 +23,47 @@ typedef struct {
     size_t                        len;        /* of the name */
     u_char                       *addrs;      /* after the name, with '\0' */
     u_char                        name[1];
-} ngx_http_zk_lock_hosts_node_t;
+} ngx_zk_lock_hosts_node_t;
 
 
 typedef struct {
     ngx_queue_t                   queue;
-} ngx_http_zk_lock_hosts_shm_t;
+} ngx_zk_lock_hosts_shm_t;
 
 
-static ngx_int_t ngx_http_zk_lock_hosts_zone(ngx_conf_t *cf,
-    ngx_http_zk_lock_hosts_t *h);
-static ngx_int_t ngx_http_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone,
+static ngx_int_t ngx_zk_lock_hosts_zone(ngx_conf_t *cf,
+    ngx_zk_lock_hosts_t *h);
+static ngx_int_t ngx_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
-static ngx_http_zk_lock_hosts_node_t *ngx_http_zk_lock_hosts_lookup(
-    ngx_http_zk_lock_hosts_shm_t *shm, ngx_http_zk_lock_host_t *host);
-static void ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host);
-static u_char *ngx_http_zk_lock_hosts_addr(u_char *p, struct sockaddr *sa,
+static ngx_zk_lock_hosts_node_t *ngx_zk_lock_hosts_lookup(
+    ngx_zk_lock_hosts_shm_t *shm, ngx_zk_lock_host_t *host);
+static void ngx_zk_lock_hosts_store(ngx_zk_lock_host_t *host);
+static u_char *ngx_zk_lock_hosts_addr(u_char *p, struct sockaddr *sa,
     socklen_t socklen, in_port_t port);
-static ngx_int_t ngx_http_zk_lock_hosts_join(ngx_http_zk_lock_hosts_t *h,
+static ngx_int_t ngx_zk_lock_hosts_join(ngx_zk_lock_hosts_t *h,
     ngx_pool_t *pool);
-static void ngx_http_zk_lock_hosts_resolved(ngx_resolver_ctx_t *ctx);
-static void ngx_http_zk_lock_hosts_set(ngx_http_zk_lock_host_t *host,
+static void ngx_zk_lock_hosts_resolved(ngx_resolver_ctx_t *ctx);
+static void ngx_zk_lock_hosts_set(ngx_zk_lock_host_t *host,
     ngx_resolver_ctx_t *ctx);
-static void ngx_http_zk_lock_hosts_answered(ngx_http_zk_lock_hosts_t *h);
-static void ngx_http_zk_lock_hosts_done(ngx_event_t *ev);
+static void ngx_zk_lock_hosts_answered(ngx_zk_lock_hosts_t *h);
+static void ngx_zk_lock_hosts_done(ngx_event_t *ev);
 
 
-static ngx_str_t  ngx_http_zk_lock_hosts_name = ngx_string("zk_lock_hosts");
+static ngx_str_t  ngx_zk_lock_hosts_name = ngx_string("zk_lock_hosts");
 
 
 /* "host:port[,host:port...]", up to "last" (the chroot, if any) */
 
 ngx_int_t
-ngx_http_zk_lock_hosts_parse(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h,
+ngx_zk_lock_hosts_parse(ngx_conf_t *cf, ngx_zk_lock_hosts_t *h,
     ngx_str_t *value, u_char *last)
 {
     u_char                   *p, *start;
     ngx_url_t                 u;
-    ngx_http_zk_lock_host_t  *host;
+    ngx_zk_lock_host_t       *host;
 
     if (ngx_array_init(&h->hosts, cf->pool, 4,
-                       sizeof(ngx_http_zk_lock_host_t))
+                       sizeof(ngx_zk_lock_host_t))
         != NGX_OK)
     {
         return NGX_ERROR;
@@ -100,7 +100,7 @@ ngx_http_zk_lock_hosts_parse(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h,
             return NGX_ERROR;
         }
 
-        ngx_memzero(host, sizeof(ngx_http_zk_lock_host_t));
+        ngx_memzero(host, sizeof(ngx_zk_lock_host_t));
         host->name = u.host;
         host->port = u.port;
         host->hosts = h;
@@ -129,8 +129,8 @@ ngx_http_zk_lock_hosts_parse(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h,
                 return NGX_ERROR;
             }
 
-            *ngx_http_zk_lock_hosts_addr(host->addrs, u.addrs[0].sockaddr,
-                                         u.addrs[0].socklen, u.port) = '\0';
+            *ngx_zk_lock_hosts_addr(host->addrs, u.addrs[0].sockaddr,
+                                    u.addrs[0].socklen, u.port) = '\0';
         }
     }
 
@@ -141,10 +141,10 @@ ngx_http_zk_lock_hosts_parse(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h,
 /* how many hosts are names */
 
 ngx_int_t
-ngx_http_zk_lock_hosts_names(ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_hosts_names(ngx_zk_lock_hosts_t *h)
 {
     ngx_uint_t                i, n;
-    ngx_http_zk_lock_host_t  *host;
+    ngx_zk_lock_host_t       *host;
 
     host = h->hosts.elts;
     n = 0;
@@ -164,14 +164,14 @@ ngx_http_zk_lock_hosts_names(ngx_http_zk_lock_hosts_t *h)
  */
 
 ngx_int_t
-ngx_http_zk_lock_hosts_load(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_hosts_load(ngx_conf_t *cf, ngx_zk_lock_hosts_t *h)
 {
     u_char                   *p;
     ngx_url_t                 u;
     ngx_uint_t                i, j;
-    ngx_http_zk_lock_host_t  *host;
+    ngx_zk_lock_host_t       *host;
 
-    if (h->resolver && ngx_http_zk_lock_hosts_zone(cf, h) != NGX_OK) {
+    if (h->resolver && ngx_zk_lock_hosts_zone(cf, h) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -207,15 +207,15 @@ ngx_http_zk_lock_hosts_load(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
                 *p++ = ',';
             }
 
-            p = ngx_http_zk_lock_hosts_addr(p, u.addrs[j].sockaddr,
-                                            u.addrs[j].socklen,
-                                            host[i].port);
+            p = ngx_zk_lock_hosts_addr(p, u.addrs[j].sockaddr,
+                                       u.addrs[j].socklen,
+                                       host[i].port);
         }
 
         *p = '\0';
     }
 
-    return (ngx_http_zk_lock_hosts_join(h, cf->pool) == NGX_ERROR)
+    return (ngx_zk_lock_hosts_join(h, cf->pool) == NGX_ERROR)
            ? NGX_ERROR : NGX_OK;
 }
 
@@ -229,16 +229,16 @@ ngx_http_zk_lock_hosts_load(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_hosts_zone(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_hosts_zone(ngx_conf_t *cf, ngx_zk_lock_hosts_t *h)
 {
-    h->zone = ngx_shared_memory_add(cf, &ngx_http_zk_lock_hosts_name,
+    h->zone = ngx_shared_memory_add(cf, &ngx_zk_lock_hosts_name,
                                     8 * ngx_pagesize,
-                                    &ngx_http_zk_lock_hosts_name);
+                                    &ngx_zk_lock_hosts_name);
     if (h->zone == NULL) {
         return NGX_ERROR;
     }
 
-    h->zone->init = ngx_http_zk_lock_hosts_init_zone;
+    h->zone->init = ngx_zk_lock_hosts_init_zone;
     h->zone->data = h;
 
     return NGX_OK;
@@ -246,10 +246,10 @@ ngx_http_zk_lock_hosts_zone(ngx_conf_t *cf, ngx_http_zk_lock_hosts_t *h)
 
 
 static ngx_int_t
-ngx_http_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+ngx_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
     ngx_slab_pool_t               *shpool;
-    ngx_http_zk_lock_hosts_shm_t  *shm;
+    ngx_zk_lock_hosts_shm_t       *shm;
 
     shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
@@ -263,7 +263,7 @@ ngx_http_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone, void *data)
         return NGX_OK;
     }
 
-    shm = ngx_slab_alloc(shpool, sizeof(ngx_http_zk_lock_hosts_shm_t));
+    shm = ngx_slab_alloc(shpool, sizeof(ngx_zk_lock_hosts_shm_t));
     if (shm == NULL) {
         return NGX_ERROR;
     }
@@ -287,14 +287,14 @@ ngx_http_zk_lock_hosts_init_zone(ngx_shm_zone_t *shm_zone, void *data)
  */
 
 ngx_int_t
-ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_hosts_seed(ngx_zk_lock_hosts_t *h)
 {
     u_char                         *addrs;
     size_t                          len;
     ngx_uint_t                      i, n;
     ngx_slab_pool_t                *shpool;
-    ngx_http_zk_lock_host_t        *host;
-    ngx_http_zk_lock_hosts_node_t  *node;
+    ngx_zk_lock_host_t             *host;
+    ngx_zk_lock_hosts_node_t       *node;
 
     if (h->zone == NULL) {
         return NGX_DECLINED;
@@ -312,7 +312,7 @@ ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h)
             continue;
         }
 
-        node = ngx_http_zk_lock_hosts_lookup(shpool->data, &host[i]);
+        node = ngx_zk_lock_hosts_lookup(shpool->data, &host[i]);
         if (node == NULL) {
             continue;
         }
@@ -338,7 +338,7 @@ ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h)
         return NGX_DECLINED;
     }
 
-    if (ngx_http_zk_lock_hosts_join(h, NULL) == NGX_ERROR) {
+    if (ngx_zk_lock_hosts_join(h, NULL) == NGX_ERROR) {
         return NGX_ERROR;
     }
 
@@ -350,18 +350,18 @@ ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h)
 }
 
 
-static ngx_http_zk_lock_hosts_node_t *
-ngx_http_zk_lock_hosts_lookup(ngx_http_zk_lock_hosts_shm_t *shm,
-    ngx_http_zk_lock_host_t *host)
+static ngx_zk_lock_hosts_node_t *
+ngx_zk_lock_hosts_lookup(ngx_zk_lock_hosts_shm_t *shm,
+    ngx_zk_lock_host_t *host)
 {
     ngx_queue_t                    *q;
-    ngx_http_zk_lock_hosts_node_t  *node;
+    ngx_zk_lock_hosts_node_t       *node;
 
     for (q = ngx_queue_head(&shm->queue);
          q != ngx_queue_sentinel(&shm->queue);
          q = ngx_queue_next(q))
     {
-        node = ngx_queue_data(q, ngx_http_zk_lock_hosts_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_hosts_node_t, queue);
 
         if (node->port == host->port && node->len == host->name.len
             && ngx_strncasecmp(node->name, host->name.data, node->len) == 0)
@@ -377,13 +377,13 @@ ngx_http_zk_lock_hosts_lookup(ngx_http_zk_lock_hosts_shm_t *shm,
 /* a name has resolved: what the next worker to start starts from */
 
 static void
-ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
+ngx_zk_lock_hosts_store(ngx_zk_lock_host_t *host)
 {
     size_t                          len, size;
     ngx_queue_t                    *q;
     ngx_slab_pool_t                *shpool;
-    ngx_http_zk_lock_hosts_shm_t   *shm;
-    ngx_http_zk_lock_hosts_node_t  *node, *old;
+    ngx_zk_lock_hosts_shm_t        *shm;
+    ngx_zk_lock_hosts_node_t       *node, *old;
 
     shpool = (ngx_slab_pool_t *) host->hosts->zone->shm.addr;
     shm = shpool->data;
@@ -391,7 +391,7 @@ ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
 
     ngx_shmtx_lock(&shpool->mutex);
 
-    node = ngx_http_zk_lock_hosts_lookup(shm, host);
+    node = ngx_zk_lock_hosts_lookup(shm, host);
 
     if (node) {
         ngx_queue_remove(&node->queue);
@@ -405,7 +405,7 @@ ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
         ngx_slab_free_locked(shpool, node);
     }
 
-    size = offsetof(ngx_http_zk_lock_hosts_node_t, name) + host->name.len
+    size = offsetof(ngx_zk_lock_hosts_node_t, name) + host->name.len
            + len;
 
     for ( ;; ) {
@@ -418,7 +418,7 @@ ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
         q = ngx_queue_head(&shm->queue);
         ngx_queue_remove(q);
 
-        old = ngx_queue_data(q, ngx_http_zk_lock_hosts_node_t, queue);
+        old = ngx_queue_data(q, ngx_zk_lock_hosts_node_t, queue);
         ngx_slab_free_locked(shpool, old);
     }
 
@@ -436,7 +436,7 @@ ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
     if (node == NULL) {
         ngx_log_error(NGX_LOG_WARN, host->hosts->log, 0,
                       "no room in the \"%V\" zone for the addresses of "
-                      "\"%V\"", &ngx_http_zk_lock_hosts_name, &host->name);
+                      "\"%V\"", &ngx_zk_lock_hosts_name, &host->name);
     }
 }
 
@@ -444,7 +444,7 @@ ngx_http_zk_lock_hosts_store(ngx_http_zk_lock_host_t *host)
 /* IPv6 without brackets: the client splits at the last colon */
 
 static u_char *
-ngx_http_zk_lock_hosts_addr(u_char *p, struct sockaddr *sa, socklen_t socklen,
+ngx_zk_lock_hosts_addr(u_char *p, struct sockaddr *sa, socklen_t socklen,
     in_port_t port)
 {
     p += ngx_sock_ntop(sa, socklen, p, NGX_SOCKADDR_STRLEN - 6, 0);
@@ -456,12 +456,12 @@ ngx_http_zk_lock_hosts_addr(u_char *p, struct sockaddr *sa, socklen_t socklen,
 /* the list the client is given: every address known, then the chroot */
 
 static ngx_int_t
-ngx_http_zk_lock_hosts_join(ngx_http_zk_lock_hosts_t *h, ngx_pool_t *pool)
+ngx_zk_lock_hosts_join(ngx_zk_lock_hosts_t *h, ngx_pool_t *pool)
 {
     u_char                   *list, *p;
     size_t                    len;
     ngx_uint_t                i, n;
-    ngx_http_zk_lock_host_t  *host;
+    ngx_zk_lock_host_t       *host;
 
     host = h->hosts.elts;
     len = h->chroot.len + 1;
@@ -534,18 +534,18 @@ ngx_http_zk_lock_hosts_join(ngx_http_zk_lock_hosts_t *h, ngx_pool_t *pool)
  */
 
 ngx_int_t
-ngx_http_zk_lock_hosts_resolve(ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_hosts_resolve(ngx_zk_lock_hosts_t *h)
 {
     ngx_uint_t                i;
     ngx_resolver_ctx_t       *ctx;
-    ngx_http_zk_lock_host_t  *host;
+    ngx_zk_lock_host_t       *host;
 
     if (h->pending) {
         /* asked already: the answers will do */
         return NGX_OK;
     }
 
-    h->done.handler = ngx_http_zk_lock_hosts_done;
+    h->done.handler = ngx_zk_lock_hosts_done;
     h->done.data = h;
     h->done.log = h->log;
 
@@ -570,7 +570,7 @@ ngx_http_zk_lock_hosts_resolve(ngx_http_zk_lock_hosts_t *h)
         }
 
         ctx->name = host[i].name;
-        ctx->handler = ngx_http_zk_lock_hosts_resolved;
+        ctx->handler = ngx_zk_lock_hosts_resolved;
         ctx->data = &host[i];
         ctx->timeout = h->resolver_timeout;
         ctx->cancelable = 1;
@@ -585,23 +585,23 @@ ngx_http_zk_lock_hosts_resolve(ngx_http_zk_lock_hosts_t *h)
         }
     }
 
-    ngx_http_zk_lock_hosts_answered(h);
+    ngx_zk_lock_hosts_answered(h);
 
     return NGX_OK;
 }
 
 
 static void
-ngx_http_zk_lock_hosts_resolved(ngx_resolver_ctx_t *ctx)
+ngx_zk_lock_hosts_resolved(ngx_resolver_ctx_t *ctx)
 {
-    ngx_http_zk_lock_host_t  *host = ctx->data;
+    ngx_zk_lock_host_t  *host = ctx->data;
 
-    ngx_http_zk_lock_hosts_t  *h;
+    ngx_zk_lock_hosts_t  *h;
 
     h = host->hosts;
 
     if (ctx->state == NGX_OK && ctx->naddrs) {
-        ngx_http_zk_lock_hosts_set(host, ctx);
+        ngx_zk_lock_hosts_set(host, ctx);
 
     } else {
         ngx_log_error(NGX_LOG_WARN, h->log, 0,
@@ -614,12 +614,12 @@ ngx_http_zk_lock_hosts_resolved(ngx_resolver_ctx_t *ctx)
     ngx_resolve_name_done(ctx);
     host->ctx = NULL;
 
-    ngx_http_zk_lock_hosts_answered(h);
+    ngx_zk_lock_hosts_answered(h);
 }
 
 
 static void
-ngx_http_zk_lock_hosts_set(ngx_http_zk_lock_host_t *host,
+ngx_zk_lock_hosts_set(ngx_zk_lock_host_t *host,
     ngx_resolver_ctx_t *ctx)
 {
     u_char      *addrs, *p;
@@ -638,8 +638,8 @@ ngx_http_zk_lock_hosts_set(ngx_http_zk_lock_host_t *host,
             *p++ = ',';
         }
 
-        p = ngx_http_zk_lock_hosts_addr(p, ctx->addrs[i].sockaddr,
-                                        ctx->addrs[i].socklen, host->port);
+        p = ngx_zk_lock_hosts_addr(p, ctx->addrs[i].sockaddr,
+                                   ctx->addrs[i].socklen, host->port);
     }
 
     *p = '\0';
@@ -652,13 +652,13 @@ ngx_http_zk_lock_hosts_set(ngx_http_zk_lock_host_t *host,
     host->allocated = 1;
 
     if (host->hosts->zone) {
-        ngx_http_zk_lock_hosts_store(host);
+        ngx_zk_lock_hosts_store(host);
     }
 }
 
 
 static void
-ngx_http_zk_lock_hosts_answered(ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_hosts_answered(ngx_zk_lock_hosts_t *h)
 {
     if (--h->pending == 0 && !h->done.posted) {
         ngx_post_event(&h->done, &ngx_posted_events);
@@ -667,15 +667,15 @@ ngx_http_zk_lock_hosts_answered(ngx_http_zk_lock_hosts_t *h)
 
 
 static void
-ngx_http_zk_lock_hosts_done(ngx_event_t *ev)
+ngx_zk_lock_hosts_done(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_hosts_t  *h = ev->data;
+    ngx_zk_lock_hosts_t  *h = ev->data;
 
     if (h->pending) {
         return;
     }
 
-    h->changed = (ngx_http_zk_lock_hosts_join(h, NULL) == NGX_OK);
+    h->changed = (ngx_zk_lock_hosts_join(h, NULL) == NGX_OK);
 
     if (h->handler) {
         h->handler(h);

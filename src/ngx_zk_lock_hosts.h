@@ -4,8 +4,8 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_HOSTS_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_HOSTS_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_HOSTS_H_INCLUDED_
+#define _NGX_ZK_LOCK_HOSTS_H_INCLUDED_
 
 
 #include <ngx_config.h>
@@ -26,9 +26,9 @@
  * (after a reload, or in place of one that died) starts from them.
  */
 
-typedef struct ngx_http_zk_lock_hosts_s  ngx_http_zk_lock_hosts_t;
+typedef struct ngx_zk_lock_hosts_s  ngx_zk_lock_hosts_t;
 
-typedef void (*ngx_http_zk_lock_hosts_pt)(ngx_http_zk_lock_hosts_t *h);
+typedef void (*ngx_zk_lock_hosts_pt)(ngx_zk_lock_hosts_t *h);
 
 
 typedef struct {
@@ -38,14 +38,14 @@ typedef struct {
     unsigned                      allocated:1; /* addrs from ngx_alloc() */
     u_char                       *addrs;      /* "a:p,b:p", or NULL */
     ngx_resolver_ctx_t           *ctx;        /* a resolution under way */
-    ngx_http_zk_lock_hosts_t     *hosts;
-} ngx_http_zk_lock_host_t;
+    ngx_zk_lock_hosts_t          *hosts;
+} ngx_zk_lock_host_t;
 
 
-struct ngx_http_zk_lock_hosts_s {
+struct ngx_zk_lock_hosts_s {
     ngx_str_t                     text;       /* as written, for the logs */
     ngx_str_t                     chroot;
-    ngx_array_t                   hosts;      /* ngx_http_zk_lock_host_t */
+    ngx_array_t                   hosts;      /* ngx_zk_lock_host_t */
 
     /* NULL: the names were resolved at configuration load */
     ngx_resolver_t               *resolver;
@@ -60,19 +60,19 @@ struct ngx_http_zk_lock_hosts_s {
     ngx_event_t                   done;       /* posted once all answered */
 
     /* the owner's: told once every name asked has answered or failed */
-    ngx_http_zk_lock_hosts_pt     handler;
+    ngx_zk_lock_hosts_pt          handler;
     void                         *data;
     ngx_log_t                    *log;
 };
 
 
-ngx_int_t ngx_http_zk_lock_hosts_parse(ngx_conf_t *cf,
-    ngx_http_zk_lock_hosts_t *h, ngx_str_t *value, u_char *last);
-ngx_int_t ngx_http_zk_lock_hosts_load(ngx_conf_t *cf,
-    ngx_http_zk_lock_hosts_t *h);
-ngx_int_t ngx_http_zk_lock_hosts_seed(ngx_http_zk_lock_hosts_t *h);
-ngx_int_t ngx_http_zk_lock_hosts_resolve(ngx_http_zk_lock_hosts_t *h);
-ngx_int_t ngx_http_zk_lock_hosts_names(ngx_http_zk_lock_hosts_t *h);
+ngx_int_t ngx_zk_lock_hosts_parse(ngx_conf_t *cf,
+    ngx_zk_lock_hosts_t *h, ngx_str_t *value, u_char *last);
+ngx_int_t ngx_zk_lock_hosts_load(ngx_conf_t *cf,
+    ngx_zk_lock_hosts_t *h);
+ngx_int_t ngx_zk_lock_hosts_seed(ngx_zk_lock_hosts_t *h);
+ngx_int_t ngx_zk_lock_hosts_resolve(ngx_zk_lock_hosts_t *h);
+ngx_int_t ngx_zk_lock_hosts_names(ngx_zk_lock_hosts_t *h);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_HOSTS_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_HOSTS_H_INCLUDED_ */

@@ -8,8 +8,8 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_remote.h"
-#include "ngx_http_zk_lock_broker.h"
+#include "ngx_zk_lock_remote.h"
+#include "ngx_zk_lock_broker.h"
 
 
 /*
@@ -49,12 +49,12 @@
 
 
 /* the first pause before a node asks again, doubled up to the last, ms */
-#define NGX_HTTP_ZK_LOCK_REMOTE_RETRY      50
-#define NGX_HTTP_ZK_LOCK_REMOTE_RETRY_MAX  1000
+#define NGX_ZK_LOCK_REMOTE_RETRY      50
+#define NGX_ZK_LOCK_REMOTE_RETRY_MAX  1000
 
 
 typedef struct {
-    ngx_http_zk_lock_node_t       node;       /* first: the owner's view */
+    ngx_zk_lock_node_t            node;       /* first: the owner's view */
     ngx_queue_t                   queue;      /* nodes, or parked */
     ngx_connection_t             *conn;
     ngx_uint_t                    id;         /* of the directive */
@@ -67,67 +67,67 @@ typedef struct {
     unsigned                      parked:1;
     unsigned                      recalled:1;
     size_t                        len;        /* of the line being read */
-    u_char                        line[NGX_HTTP_ZK_LOCK_BROKER_LINE];
-} ngx_http_zk_lock_remote_t;
+    u_char                        line[NGX_ZK_LOCK_BROKER_LINE];
+} ngx_zk_lock_remote_t;
 
 
-static ngx_int_t ngx_http_zk_lock_remote_connect(
-    ngx_http_zk_lock_remote_t *rn);
-static ngx_socket_t ngx_http_zk_lock_remote_ask(ngx_uint_t slot,
+static ngx_int_t ngx_zk_lock_remote_connect(
+    ngx_zk_lock_remote_t *rn);
+static ngx_socket_t ngx_zk_lock_remote_ask(ngx_uint_t slot,
     ngx_str_t *ask);
-static void ngx_http_zk_lock_remote_retry(ngx_event_t *ev);
-static void ngx_http_zk_lock_remote_read(ngx_event_t *rev);
-static ngx_int_t ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn,
+static void ngx_zk_lock_remote_retry(ngx_event_t *ev);
+static void ngx_zk_lock_remote_read(ngx_event_t *rev);
+static ngx_int_t ngx_zk_lock_remote_line(ngx_zk_lock_remote_t *rn,
     u_char *line, u_char *last);
-static void ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn);
-static void ngx_http_zk_lock_remote_nothing(ngx_event_t *ev);
-static void ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node);
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_remote_unpark(ngx_uint_t id,
-    ngx_str_t *path, ngx_http_zk_lock_notify_pt notify, void *data,
+static void ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn);
+static void ngx_zk_lock_remote_nothing(ngx_event_t *ev);
+static void ngx_zk_lock_remote_tell_handler(ngx_event_t *ev);
+static void ngx_zk_lock_remote_release(ngx_zk_lock_node_t *node);
+static ngx_zk_lock_node_t *ngx_zk_lock_remote_unpark(ngx_uint_t id,
+    ngx_str_t *path, ngx_zk_lock_notify_pt notify, void *data,
     ngx_log_t *log);
-static void ngx_http_zk_lock_remote_park(ngx_http_zk_lock_remote_t *rn);
-static ngx_int_t ngx_http_zk_lock_remote_trust(ngx_http_zk_lock_remote_t *rn,
+static void ngx_zk_lock_remote_park(ngx_zk_lock_remote_t *rn);
+static ngx_int_t ngx_zk_lock_remote_trust(ngx_zk_lock_remote_t *rn,
     u_char *line, u_char *last);
-static void ngx_http_zk_lock_remote_distrust(ngx_event_t *ev);
-static void ngx_http_zk_lock_remote_expire(ngx_event_t *ev);
-static void ngx_http_zk_lock_remote_free(ngx_http_zk_lock_remote_t *rn);
+static void ngx_zk_lock_remote_distrust(ngx_event_t *ev);
+static void ngx_zk_lock_remote_expire(ngx_event_t *ev);
+static void ngx_zk_lock_remote_free(ngx_zk_lock_remote_t *rn);
 
 
-static ngx_uint_t   ngx_http_zk_lock_remote_sessions;
-static ngx_uint_t   ngx_http_zk_lock_remote_generation;
-static ngx_queue_t  ngx_http_zk_lock_remote_nodes;
-static ngx_queue_t  ngx_http_zk_lock_remote_parked_nodes;
+static ngx_uint_t   ngx_zk_lock_remote_sessions;
+static ngx_uint_t   ngx_zk_lock_remote_generation;
+static ngx_queue_t  ngx_zk_lock_remote_nodes;
+static ngx_queue_t  ngx_zk_lock_remote_parked_nodes;
 
 
 void
-ngx_http_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation)
+ngx_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation)
 {
-    ngx_http_zk_lock_remote_sessions = sessions;
-    ngx_http_zk_lock_remote_generation = generation;
-    ngx_queue_init(&ngx_http_zk_lock_remote_nodes);
-    ngx_queue_init(&ngx_http_zk_lock_remote_parked_nodes);
+    ngx_zk_lock_remote_sessions = sessions;
+    ngx_zk_lock_remote_generation = generation;
+    ngx_queue_init(&ngx_zk_lock_remote_nodes);
+    ngx_queue_init(&ngx_zk_lock_remote_parked_nodes);
 }
 
 
-ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
+ngx_zk_lock_node_t *
+ngx_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
     ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     u_char                     *p;
-    ngx_http_zk_lock_node_t    *node;
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_node_t         *node;
+    ngx_zk_lock_remote_t       *rn;
 
     if (keep) {
-        node = ngx_http_zk_lock_remote_unpark(id, path, notify, data, log);
+        node = ngx_zk_lock_remote_unpark(id, path, notify, data, log);
         if (node) {
             return node;
         }
     }
 
-    rn = ngx_calloc(sizeof(ngx_http_zk_lock_remote_t) + path->len + 1
-                    + NGX_HTTP_ZK_LOCK_BROKER_HEAD + path->len + info->len,
+    rn = ngx_calloc(sizeof(ngx_zk_lock_remote_t) + path->len + 1
+                    + NGX_ZK_LOCK_BROKER_HEAD + path->len + info->len,
                     log);
     if (rn == NULL) {
         return NULL;
@@ -140,44 +140,44 @@ ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
 
     rn->ask.data = (u_char *) &rn[1] + path->len + 1;
 
-    p = ngx_snprintf(rn->ask.data, NGX_HTTP_ZK_LOCK_BROKER_HEAD,
-                     NGX_HTTP_ZK_LOCK_BROKER_ASK, id, weight, try, path->len,
+    p = ngx_snprintf(rn->ask.data, NGX_ZK_LOCK_BROKER_HEAD,
+                     NGX_ZK_LOCK_BROKER_ASK, id, weight, try, path->len,
                      info->len);
     p = ngx_cpymem(p, path->data, path->len);
     p = ngx_cpymem(p, info->data, info->len);
 
     rn->ask.len = p - rn->ask.data;
 
-    rn->retry.handler = ngx_http_zk_lock_remote_retry;
+    rn->retry.handler = ngx_zk_lock_remote_retry;
     rn->retry.data = rn;
     rn->retry.log = ngx_cycle->log;
     rn->retry.cancelable = 1;
-    rn->pause = NGX_HTTP_ZK_LOCK_REMOTE_RETRY;
+    rn->pause = NGX_ZK_LOCK_REMOTE_RETRY;
 
-    rn->trust.handler = ngx_http_zk_lock_remote_distrust;
+    rn->trust.handler = ngx_zk_lock_remote_distrust;
     rn->trust.data = rn;
     rn->trust.log = ngx_cycle->log;
     rn->trust.cancelable = 1;
 
     node = &rn->node;
-    node->state = NGX_HTTP_ZK_LOCK_PARKED;
+    node->state = NGX_ZK_LOCK_PARKED;
     node->weight = weight;
     node->notify = notify;
     node->data = data;
     node->log = log;
-    node->releaser = ngx_http_zk_lock_remote_release;
+    node->releaser = ngx_zk_lock_remote_release;
     node->remote_path = (u_char *) &rn[1];
     ngx_memcpy(node->remote_path, path->data, path->len);
 
-    node->notify_event.handler = ngx_http_zk_lock_remote_tell_handler;
+    node->notify_event.handler = ngx_zk_lock_remote_tell_handler;
     node->notify_event.data = node;
     node->notify_event.log = ngx_cycle->log;
 
-    ngx_queue_insert_tail(&ngx_http_zk_lock_remote_nodes, &rn->queue);
+    ngx_queue_insert_tail(&ngx_zk_lock_remote_nodes, &rn->queue);
 
-    if (ngx_http_zk_lock_remote_connect(rn) != NGX_OK) {
+    if (ngx_zk_lock_remote_connect(rn) != NGX_OK) {
         /* FAILED at once: the owner says why */
-        ngx_http_zk_lock_remote_gone(rn);
+        ngx_zk_lock_remote_gone(rn);
     }
 
     return node;
@@ -187,18 +187,18 @@ ngx_http_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
 /* the worker's own broker first, then the others in turn */
 
 static ngx_int_t
-ngx_http_zk_lock_remote_connect(ngx_http_zk_lock_remote_t *rn)
+ngx_zk_lock_remote_connect(ngx_zk_lock_remote_t *rn)
 {
     ngx_uint_t         i, n;
     ngx_socket_t       fd;
     ngx_connection_t  *c;
 
     /* the instance's kept leases are worker 0's, see module.c */
-    n = rn->keep ? 1 : ngx_http_zk_lock_remote_sessions;
+    n = rn->keep ? 1 : ngx_zk_lock_remote_sessions;
     fd = (ngx_socket_t) -1;
 
     for (i = 0; i < n; i++) {
-        fd = ngx_http_zk_lock_remote_ask((ngx_worker + i) % n, &rn->ask);
+        fd = ngx_zk_lock_remote_ask((ngx_worker + i) % n, &rn->ask);
         if (fd != (ngx_socket_t) -1) {
             break;
         }
@@ -220,8 +220,8 @@ ngx_http_zk_lock_remote_connect(ngx_http_zk_lock_remote_t *rn)
     c->data = rn;
     c->read->log = c->log;
     c->write->log = c->log;
-    c->read->handler = ngx_http_zk_lock_remote_read;
-    c->write->handler = ngx_http_zk_lock_remote_nothing;
+    c->read->handler = ngx_zk_lock_remote_read;
+    c->write->handler = ngx_zk_lock_remote_nothing;
 
     if (ngx_handle_read_event(c->read, 0) != NGX_OK) {
         ngx_close_connection(c);
@@ -236,7 +236,7 @@ ngx_http_zk_lock_remote_connect(ngx_http_zk_lock_remote_t *rn)
 /* a connected socket with the ask sent, or -1 */
 
 static ngx_socket_t
-ngx_http_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
+ngx_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
 {
     ssize_t             n;
     socklen_t           len;
@@ -248,8 +248,8 @@ ngx_http_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
         return fd;
     }
 
-    len = ngx_http_zk_lock_broker_addr(&sun, ngx_http_zk_lock_remote_generation,
-                                       slot);
+    len = ngx_zk_lock_broker_addr(&sun, ngx_zk_lock_remote_generation,
+                                  slot);
 
     /* a full backlog refuses at once (EAGAIN): the next broker is asked */
 
@@ -276,37 +276,37 @@ ngx_http_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
 /* a waiting node whose broker went asks again */
 
 static void
-ngx_http_zk_lock_remote_retry(ngx_event_t *ev)
+ngx_zk_lock_remote_retry(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_remote_t  *rn;
 
     rn = ev->data;
 
-    if (ngx_http_zk_lock_remote_connect(rn) == NGX_OK) {
-        rn->pause = NGX_HTTP_ZK_LOCK_REMOTE_RETRY;
+    if (ngx_zk_lock_remote_connect(rn) == NGX_OK) {
+        rn->pause = NGX_ZK_LOCK_REMOTE_RETRY;
         return;
     }
 
-    rn->pause = ngx_min(rn->pause * 2, NGX_HTTP_ZK_LOCK_REMOTE_RETRY_MAX);
+    rn->pause = ngx_min(rn->pause * 2, NGX_ZK_LOCK_REMOTE_RETRY_MAX);
     ngx_add_timer(&rn->retry, rn->pause);
 }
 
 
 static void
-ngx_http_zk_lock_remote_read(ngx_event_t *rev)
+ngx_zk_lock_remote_read(ngx_event_t *rev)
 {
     u_char                     *p, *line;
     ssize_t                     n;
     ngx_err_t                   err;
     ngx_connection_t           *c;
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_remote_t       *rn;
 
     c = rev->data;
     rn = c->data;
 
     if (c->close && rn->parked) {
         /* the worker exits (ngx_close_idle_connections()) */
-        ngx_http_zk_lock_remote_free(rn);
+        ngx_zk_lock_remote_free(rn);
         return;
     }
 
@@ -314,7 +314,7 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
         /* worker_shutdown_timeout has passed: no asking again */
         ngx_close_connection(c);
         rn->conn = NULL;
-        ngx_http_zk_lock_remote_gone(rn);
+        ngx_zk_lock_remote_gone(rn);
         return;
     }
 
@@ -330,7 +330,7 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
         }
 
         if (n <= 0) {
-            ngx_http_zk_lock_remote_gone(rn);
+            ngx_zk_lock_remote_gone(rn);
             return;
         }
 
@@ -338,8 +338,8 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
         line = rn->line;
 
         while ((p = ngx_strlchr(line, rn->line + rn->len, '\n')) != NULL) {
-            if (ngx_http_zk_lock_remote_line(rn, line, p) != NGX_OK) {
-                ngx_http_zk_lock_remote_gone(rn);
+            if (ngx_zk_lock_remote_line(rn, line, p) != NGX_OK) {
+                ngx_zk_lock_remote_gone(rn);
                 return;
             }
 
@@ -350,21 +350,21 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
         ngx_memmove(rn->line, line, rn->len);
 
         if (rn->len == sizeof(rn->line)) {
-            ngx_http_zk_lock_remote_gone(rn);
+            ngx_zk_lock_remote_gone(rn);
             return;
         }
     }
 
     if (rn->parked
-        && (rn->recalled || rn->node.state != NGX_HTTP_ZK_LOCK_HELD
+        && (rn->recalled || rn->node.state != NGX_ZK_LOCK_HELD
             || rn->node.error))
     {
-        ngx_http_zk_lock_remote_free(rn);
+        ngx_zk_lock_remote_free(rn);
         return;
     }
 
     if (ngx_handle_read_event(rev, 0) != NGX_OK) {
-        ngx_http_zk_lock_remote_gone(rn);
+        ngx_zk_lock_remote_gone(rn);
     }
 }
 
@@ -372,13 +372,13 @@ ngx_http_zk_lock_remote_read(ngx_event_t *rev)
 /* "<state> <error> <seq> <czxid> <reused> <name>": the node as it is */
 
 static ngx_int_t
-ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
+ngx_zk_lock_remote_line(ngx_zk_lock_remote_t *rn, u_char *line,
     u_char *last)
 {
     u_char                   *f[6];
     ngx_int_t                 state, error, reused;
     ngx_uint_t                i;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     if (last - line == 1 && *line == 'r') {
         /* recalled: not to be kept once its request ends, said at once */
@@ -392,7 +392,7 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
     }
 
     if (*line == 'h') {
-        return ngx_http_zk_lock_remote_trust(rn, line, last);
+        return ngx_zk_lock_remote_trust(rn, line, last);
     }
 
     f[0] = line;
@@ -413,7 +413,7 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
                            : ngx_atoi(f[1], f[2] - 1 - f[1]);
     reused = ngx_atoi(f[4], f[5] - 1 - f[4]);
 
-    if (state == NGX_ERROR || state > NGX_HTTP_ZK_LOCK_ORPHAN
+    if (state == NGX_ERROR || state > NGX_ZK_LOCK_ORPHAN
         || error == NGX_ERROR || reused == NGX_ERROR
         || (size_t) (last - f[5]) >= 64)
     {
@@ -435,7 +435,7 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
     ngx_memcpy(node->name, f[5], node->name_len);
     node->name[node->name_len] = '\0';
 
-    if (state != NGX_HTTP_ZK_LOCK_HELD && rn->trust.timer_set) {
+    if (state != NGX_ZK_LOCK_HELD && rn->trust.timer_set) {
         ngx_del_timer(&rn->trust);
     }
 
@@ -450,13 +450,13 @@ ngx_http_zk_lock_remote_line(ngx_http_zk_lock_remote_t *rn, u_char *line,
 /* no broker, or not any more: the node is lost, or asks again */
 
 static void
-ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn)
+ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn)
 {
     ngx_uint_t                asked;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     if (rn->parked) {
-        ngx_http_zk_lock_remote_free(rn);
+        ngx_zk_lock_remote_free(rn);
         return;
     }
 
@@ -469,21 +469,21 @@ ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn)
 
     node = &rn->node;
 
-    if (node->state == NGX_HTTP_ZK_LOCK_FAILED) {
+    if (node->state == NGX_ZK_LOCK_FAILED) {
         return;
     }
 
-    if (asked && node->state != NGX_HTTP_ZK_LOCK_HELD) {
+    if (asked && node->state != NGX_ZK_LOCK_HELD) {
         ngx_log_error(NGX_LOG_WARN, node->log, 0,
                       "zk_sessions: the broker of a node waiting for "
                       "\"%s\" went, asking again", node->remote_path);
 
-        node->state = NGX_HTTP_ZK_LOCK_PARKED;
+        node->state = NGX_ZK_LOCK_PARKED;
         ngx_add_timer(&rn->retry, rn->pause);
         return;
     }
 
-    node->state = NGX_HTTP_ZK_LOCK_FAILED;
+    node->state = NGX_ZK_LOCK_FAILED;
     node->error = ZCONNECTIONLOSS;
 
     if (!node->notify_event.posted) {
@@ -493,15 +493,15 @@ ngx_http_zk_lock_remote_gone(ngx_http_zk_lock_remote_t *rn)
 
 
 static void
-ngx_http_zk_lock_remote_nothing(ngx_event_t *ev)
+ngx_zk_lock_remote_nothing(ngx_event_t *ev)
 {
 }
 
 
 static void
-ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev)
+ngx_zk_lock_remote_tell_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t  *node;
 
     node = ev->data;
 
@@ -517,28 +517,28 @@ ngx_http_zk_lock_remote_tell_handler(ngx_event_t *ev)
  */
 
 static void
-ngx_http_zk_lock_remote_release(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_remote_release(ngx_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_remote_t  *rn;
 
-    rn = (ngx_http_zk_lock_remote_t *) node;
+    rn = (ngx_zk_lock_remote_t *) node;
 
     if (rn->keep && !rn->recalled && rn->conn
-        && node->state == NGX_HTTP_ZK_LOCK_HELD && node->error == 0
+        && node->state == NGX_ZK_LOCK_HELD && node->error == 0
         && !ngx_exiting && !ngx_terminate && !ngx_quit)
     {
-        ngx_http_zk_lock_remote_park(rn);
+        ngx_zk_lock_remote_park(rn);
         return;
     }
 
-    ngx_http_zk_lock_remote_free(rn);
+    ngx_zk_lock_remote_free(rn);
 }
 
 
 static void
-ngx_http_zk_lock_remote_free(ngx_http_zk_lock_remote_t *rn)
+ngx_zk_lock_remote_free(ngx_zk_lock_remote_t *rn)
 {
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t  *node;
 
     node = &rn->node;
 
@@ -565,20 +565,20 @@ ngx_http_zk_lock_remote_free(ngx_http_zk_lock_remote_t *rn)
 
 /* a lease parked on the lock: the request runs on it, no word to anybody */
 
-static ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+static ngx_zk_lock_node_t *
+ngx_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     ngx_queue_t                *q, *pq;
-    ngx_http_zk_lock_node_t    *node;
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_node_t         *node;
+    ngx_zk_lock_remote_t       *rn;
 
-    for (q = ngx_queue_last(&ngx_http_zk_lock_remote_parked_nodes);
-         q != ngx_queue_sentinel(&ngx_http_zk_lock_remote_parked_nodes);
+    for (q = ngx_queue_last(&ngx_zk_lock_remote_parked_nodes);
+         q != ngx_queue_sentinel(&ngx_zk_lock_remote_parked_nodes);
          q = pq)
     {
         pq = ngx_queue_prev(q);
-        rn = ngx_queue_data(q, ngx_http_zk_lock_remote_t, queue);
+        rn = ngx_queue_data(q, ngx_zk_lock_remote_t, queue);
         node = &rn->node;
 
         if (rn->id != id
@@ -588,20 +588,20 @@ ngx_http_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
             continue;
         }
 
-        if (rn->deadline <= ngx_http_zk_lock_broker_clock()) {
+        if (rn->deadline <= ngx_zk_lock_broker_clock()) {
             /* its timer is late: not a lease to run on */
-            ngx_http_zk_lock_remote_free(rn);
+            ngx_zk_lock_remote_free(rn);
             continue;
         }
 
         ngx_queue_remove(q);
-        ngx_queue_insert_tail(&ngx_http_zk_lock_remote_nodes, q);
+        ngx_queue_insert_tail(&ngx_zk_lock_remote_nodes, q);
 
         if (rn->retry.timer_set) {
             ngx_del_timer(&rn->retry);
         }
 
-        rn->retry.handler = ngx_http_zk_lock_remote_retry;
+        rn->retry.handler = ngx_zk_lock_remote_retry;
         rn->parked = 0;
         rn->conn->idle = 0;
 
@@ -620,10 +620,10 @@ ngx_http_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
 /* the last parked is the first taken: the others go after "keep" */
 
 static void
-ngx_http_zk_lock_remote_park(ngx_http_zk_lock_remote_t *rn)
+ngx_zk_lock_remote_park(ngx_zk_lock_remote_t *rn)
 {
     ngx_connection_t         *c;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     node = &rn->node;
 
@@ -636,10 +636,10 @@ ngx_http_zk_lock_remote_park(ngx_http_zk_lock_remote_t *rn)
     node->log = ngx_cycle->log;
 
     ngx_queue_remove(&rn->queue);
-    ngx_queue_insert_tail(&ngx_http_zk_lock_remote_parked_nodes, &rn->queue);
+    ngx_queue_insert_tail(&ngx_zk_lock_remote_parked_nodes, &rn->queue);
 
     rn->parked = 1;
-    rn->retry.handler = ngx_http_zk_lock_remote_expire;
+    rn->retry.handler = ngx_zk_lock_remote_expire;
     ngx_add_timer(&rn->retry, rn->keep);
 
     /* an exiting worker closes it (ngx_close_idle_connections()) */
@@ -652,7 +652,7 @@ ngx_http_zk_lock_remote_park(ngx_http_zk_lock_remote_t *rn)
 /* "h <deadline>": the broker's session may be trusted until then */
 
 static ngx_int_t
-ngx_http_zk_lock_remote_trust(ngx_http_zk_lock_remote_t *rn, u_char *line,
+ngx_zk_lock_remote_trust(ngx_zk_lock_remote_t *rn, u_char *line,
     u_char *last)
 {
     off_t    deadline;
@@ -669,8 +669,8 @@ ngx_http_zk_lock_remote_trust(ngx_http_zk_lock_remote_t *rn, u_char *line,
 
     rn->deadline = deadline;
 
-    if (rn->node.state == NGX_HTTP_ZK_LOCK_HELD) {
-        left = rn->deadline - ngx_http_zk_lock_broker_clock();
+    if (rn->node.state == NGX_ZK_LOCK_HELD) {
+        left = rn->deadline - ngx_zk_lock_broker_clock();
         ngx_add_timer(&rn->trust, (ngx_msec_t) ngx_max(left, 1));
     }
 
@@ -684,20 +684,20 @@ ngx_http_zk_lock_remote_trust(ngx_http_zk_lock_remote_t *rn, u_char *line,
  */
 
 static void
-ngx_http_zk_lock_remote_distrust(ngx_event_t *ev)
+ngx_zk_lock_remote_distrust(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_node_t    *node;
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_node_t    *node;
+    ngx_zk_lock_remote_t  *rn;
 
     rn = ev->data;
     node = &rn->node;
 
     if (rn->parked) {
-        ngx_http_zk_lock_remote_free(rn);
+        ngx_zk_lock_remote_free(rn);
         return;
     }
 
-    if (node->state != NGX_HTTP_ZK_LOCK_HELD || node->error) {
+    if (node->state != NGX_ZK_LOCK_HELD || node->error) {
         return;
     }
 
@@ -705,7 +705,7 @@ ngx_http_zk_lock_remote_distrust(ngx_event_t *ev)
                   "zk_sessions: no word from the broker that holds \"%s\", "
                   "its session may expire", node->remote_path);
 
-    node->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
+    node->error = NGX_ZK_LOCK_JEOPARDY;
     rn->recalled = 1;
 
     if (!node->notify_event.posted) {
@@ -715,9 +715,9 @@ ngx_http_zk_lock_remote_distrust(ngx_event_t *ev)
 
 
 static void
-ngx_http_zk_lock_remote_expire(ngx_event_t *ev)
+ngx_zk_lock_remote_expire(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_remote_t  *rn;
 
     rn = ev->data;
 
@@ -725,29 +725,29 @@ ngx_http_zk_lock_remote_expire(ngx_event_t *ev)
 
     (void) send(rn->conn->fd, "e\n", 2, 0);
 
-    ngx_http_zk_lock_remote_free(rn);
+    ngx_zk_lock_remote_free(rn);
 }
 
 
 /* the worker's requests that wait for the directive's lock on the path */
 
 ngx_uint_t
-ngx_http_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path)
+ngx_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path)
 {
     ngx_uint_t                  n;
     ngx_queue_t                *q;
-    ngx_http_zk_lock_remote_t  *rn;
+    ngx_zk_lock_remote_t       *rn;
 
     n = 0;
 
-    for (q = ngx_queue_head(&ngx_http_zk_lock_remote_nodes);
-         q != ngx_queue_sentinel(&ngx_http_zk_lock_remote_nodes);
+    for (q = ngx_queue_head(&ngx_zk_lock_remote_nodes);
+         q != ngx_queue_sentinel(&ngx_zk_lock_remote_nodes);
          q = ngx_queue_next(q))
     {
-        rn = ngx_queue_data(q, ngx_http_zk_lock_remote_t, queue);
+        rn = ngx_queue_data(q, ngx_zk_lock_remote_t, queue);
 
         if (rn->id == id
-            && rn->node.state != NGX_HTTP_ZK_LOCK_HELD
+            && rn->node.state != NGX_ZK_LOCK_HELD
             && ngx_strncmp(rn->node.remote_path, path->data, path->len) == 0
             && rn->node.remote_path[path->len] == '\0')
         {

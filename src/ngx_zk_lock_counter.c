@@ -8,42 +8,42 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_counter.h"
+#include "ngx_zk_lock_counter.h"
 
 
-static ngx_http_zk_lock_counter_t *ngx_http_zk_lock_counter_find(
-    ngx_http_zk_lock_session_t *s, u_char *path, size_t len);
-static void ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c);
-static void ngx_http_zk_lock_counter_done(int rc, const char *value,
+static ngx_zk_lock_counter_t *ngx_zk_lock_counter_find(
+    ngx_zk_lock_session_t *s, u_char *path, size_t len);
+static void ngx_zk_lock_counter_read(ngx_zk_lock_counter_t *c);
+static void ngx_zk_lock_counter_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static void ngx_http_zk_lock_counter_exists(int rc, const struct Stat *stat,
+static void ngx_zk_lock_counter_exists(int rc, const struct Stat *stat,
     const void *data);
-static ngx_uint_t ngx_http_zk_lock_counter_parse(u_char *p, int len);
+static ngx_uint_t ngx_zk_lock_counter_parse(u_char *p, int len);
 
 
-static ngx_http_zk_lock_recount_pt  ngx_http_zk_lock_recount;
+static ngx_zk_lock_recount_pt  ngx_zk_lock_recount;
 
 
 void
-ngx_http_zk_lock_counters_handler(ngx_http_zk_lock_recount_pt handler)
+ngx_zk_lock_counters_handler(ngx_zk_lock_recount_pt handler)
 {
-    ngx_http_zk_lock_recount = handler;
+    ngx_zk_lock_recount = handler;
 }
 
 
-ngx_http_zk_lock_counter_t *
-ngx_http_zk_lock_counter(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
+ngx_zk_lock_counter_t *
+ngx_zk_lock_counter(ngx_zk_lock_session_t *s, ngx_str_t *path)
 {
-    ngx_http_zk_lock_counter_t  *c;
+    ngx_zk_lock_counter_t  *c;
 
-    c = ngx_http_zk_lock_counter_find(s, path->data, path->len);
+    c = ngx_zk_lock_counter_find(s, path->data, path->len);
     if (c) {
         return c;
     }
 
     /* one per configured path, kept as long as the worker lives */
 
-    c = ngx_calloc(offsetof(ngx_http_zk_lock_counter_t, path) + path->len + 1,
+    c = ngx_calloc(offsetof(ngx_zk_lock_counter_t, path) + path->len + 1,
                    &s->log);
     if (c == NULL) {
         return NULL;
@@ -53,17 +53,17 @@ ngx_http_zk_lock_counter(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
     ngx_memcpy(c->path, path->data, path->len);
     ngx_queue_insert_tail(&s->counters, &c->queue);
 
-    ngx_http_zk_lock_counter_read(c);
+    ngx_zk_lock_counter_read(c);
 
     return c;
 }
 
 
 static void
-ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c)
+ngx_zk_lock_counter_read(ngx_zk_lock_counter_t *c)
 {
     int                          rc;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = c->session;
 
@@ -71,10 +71,10 @@ ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c)
         return;
     }
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
-    rc = zoo_awget(s->zh, (char *) c->path, ngx_http_zk_lock_session_watcher,
-                   s, ngx_http_zk_lock_counter_done, c);
+    rc = zoo_awget(s->zh, (char *) c->path, ngx_zk_lock_session_watcher,
+                   s, ngx_zk_lock_counter_done, c);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -88,14 +88,14 @@ ngx_http_zk_lock_counter_read(ngx_http_zk_lock_counter_t *c)
 
 
 static void
-ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
+ngx_zk_lock_counter_done(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_counter_t  *c = (ngx_http_zk_lock_counter_t *) data;
+    ngx_zk_lock_counter_t  *c = (ngx_zk_lock_counter_t *) data;
 
     int                          erc;
     ngx_uint_t                   old;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = c->session;
     c->reading = 0;
@@ -107,8 +107,8 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
     old = c->value;
 
     if (rc == ZOK) {
-        c->value = ngx_http_zk_lock_counter_parse((u_char *) value,
-                                                  value_len);
+        c->value = ngx_zk_lock_counter_parse((u_char *) value,
+                                             value_len);
         if (c->value == 0) {
             ngx_log_error(NGX_LOG_WARN, &s->log, 0,
                           "lease count in \"%s\" is invalid, "
@@ -125,11 +125,11 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
         }
 
         /* to hear of its creation */
-        ngx_http_zk_lock_session_batch(s);
+        ngx_zk_lock_session_batch(s);
 
         erc = zoo_awexists(s->zh, (char *) c->path,
-                           ngx_http_zk_lock_session_watcher, s,
-                           ngx_http_zk_lock_counter_exists, c);
+                           ngx_zk_lock_session_watcher, s,
+                           ngx_zk_lock_counter_exists, c);
 
         if (erc != ZOK) {
             /* read again once reconnected: the watch is set then */
@@ -156,21 +156,21 @@ ngx_http_zk_lock_counter_done(int rc, const char *value, int value_len,
 
     /* the locks that count on it are evaluated again */
 
-    if (ngx_http_zk_lock_recount) {
-        ngx_http_zk_lock_recount(s, c);
+    if (ngx_zk_lock_recount) {
+        ngx_zk_lock_recount(s, c);
     }
 }
 
 
 static void
-ngx_http_zk_lock_counter_exists(int rc, const struct Stat *stat,
+ngx_zk_lock_counter_exists(int rc, const struct Stat *stat,
     const void *data)
 {
-    ngx_http_zk_lock_counter_t  *c = (ngx_http_zk_lock_counter_t *) data;
+    ngx_zk_lock_counter_t  *c = (ngx_zk_lock_counter_t *) data;
 
     if (rc == ZOK && !c->session->exiting) {
         /* created between the read and the watch */
-        ngx_http_zk_lock_counter_read(c);
+        ngx_zk_lock_counter_read(c);
     }
 }
 
@@ -181,7 +181,7 @@ ngx_http_zk_lock_counter_exists(int rc, const struct Stat *stat,
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_counter_parse(u_char *p, int len)
+ngx_zk_lock_counter_parse(u_char *p, int len)
 {
     int        i;
     ngx_int_t  n;
@@ -220,7 +220,7 @@ ngx_http_zk_lock_counter_parse(u_char *p, int len)
 /* a session is connected: what it had to read, it reads now */
 
 void
-ngx_http_zk_lock_counters_connected(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_counters_connected(ngx_zk_lock_session_t *s)
 {
     ngx_queue_t  *q;
 
@@ -228,8 +228,8 @@ ngx_http_zk_lock_counters_connected(ngx_http_zk_lock_session_t *s)
          q != ngx_queue_sentinel(&s->counters);
          q = ngx_queue_next(q))
     {
-        ngx_http_zk_lock_counter_read(
-                          ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue));
+        ngx_zk_lock_counter_read(
+                          ngx_queue_data(q, ngx_zk_lock_counter_t, queue));
     }
 }
 
@@ -237,34 +237,34 @@ ngx_http_zk_lock_counters_connected(ngx_http_zk_lock_session_t *s)
 /* a watch event on a counter's path: NGX_DECLINED if it is no counter's */
 
 ngx_int_t
-ngx_http_zk_lock_counter_watch(ngx_http_zk_lock_session_t *s,
+ngx_zk_lock_counter_watch(ngx_zk_lock_session_t *s,
     const char *path)
 {
-    ngx_http_zk_lock_counter_t  *c;
+    ngx_zk_lock_counter_t  *c;
 
-    c = ngx_http_zk_lock_counter_find(s, (u_char *) path, ngx_strlen(path));
+    c = ngx_zk_lock_counter_find(s, (u_char *) path, ngx_strlen(path));
     if (c == NULL) {
         return NGX_DECLINED;
     }
 
-    ngx_http_zk_lock_counter_read(c);
+    ngx_zk_lock_counter_read(c);
 
     return NGX_OK;
 }
 
 
-static ngx_http_zk_lock_counter_t *
-ngx_http_zk_lock_counter_find(ngx_http_zk_lock_session_t *s, u_char *path,
+static ngx_zk_lock_counter_t *
+ngx_zk_lock_counter_find(ngx_zk_lock_session_t *s, u_char *path,
     size_t len)
 {
     ngx_queue_t                 *q;
-    ngx_http_zk_lock_counter_t  *c;
+    ngx_zk_lock_counter_t       *c;
 
     for (q = ngx_queue_head(&s->counters);
          q != ngx_queue_sentinel(&s->counters);
          q = ngx_queue_next(q))
     {
-        c = ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue);
+        c = ngx_queue_data(q, ngx_zk_lock_counter_t, queue);
 
         if (ngx_strncmp(c->path, path, len) == 0 && c->path[len] == '\0') {
             return c;
@@ -278,13 +278,13 @@ ngx_http_zk_lock_counter_find(ngx_http_zk_lock_session_t *s, u_char *path,
 /* the worker exits */
 
 void
-ngx_http_zk_lock_counters_free(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_counters_free(ngx_zk_lock_session_t *s)
 {
     ngx_queue_t  *q;
 
     while (!ngx_queue_empty(&s->counters)) {
         q = ngx_queue_head(&s->counters);
         ngx_queue_remove(q);
-        ngx_free(ngx_queue_data(q, ngx_http_zk_lock_counter_t, queue));
+        ngx_free(ngx_queue_data(q, ngx_zk_lock_counter_t, queue));
     }
 }

@@ -4,8 +4,8 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_SESSION_H_INCLUDED_
+#define _NGX_ZK_LOCK_SESSION_H_INCLUDED_
 
 
 #include <ngx_config.h>
@@ -13,7 +13,7 @@
 #include <ngx_event.h>
 #include <zookeeper/zookeeper.h>
 
-#include "ngx_http_zk_lock_hosts.h"
+#include "ngx_zk_lock_hosts.h"
 
 
 /*
@@ -25,25 +25,25 @@
  * handlers the owner sets, as ngx_resolver_ctx_t.handler does.
  */
 
-typedef struct ngx_http_zk_lock_session_s  ngx_http_zk_lock_session_t;
+typedef struct ngx_zk_lock_session_s  ngx_zk_lock_session_t;
 
-typedef void (*ngx_http_zk_lock_session_pt)(ngx_http_zk_lock_session_t *s);
-typedef void (*ngx_http_zk_lock_watch_pt)(ngx_http_zk_lock_session_t *s,
+typedef void (*ngx_zk_lock_session_pt)(ngx_zk_lock_session_t *s);
+typedef void (*ngx_zk_lock_watch_pt)(ngx_zk_lock_session_t *s,
     int type, const char *path);
 
-#define NGX_HTTP_ZK_LOCK_UUID_LEN  36
+#define NGX_ZK_LOCK_UUID_LEN  36
 
 /* the shortest zk_session_timeout, ms */
-#define NGX_HTTP_ZK_LOCK_MIN_SESSION_TIMEOUT  1000
+#define NGX_ZK_LOCK_MIN_SESSION_TIMEOUT  1000
 
 /* "_c_" and the UUID's first three groups, drawn from the worker's key */
-#define NGX_HTTP_ZK_LOCK_OURS_LEN  (3 + 18)
+#define NGX_ZK_LOCK_OURS_LEN  (3 + 18)
 
 /* "_c_" and the part of the UUID that the workers of one nginx share */
-#define NGX_HTTP_ZK_LOCK_INSTANCE_LEN  (3 + 8)
+#define NGX_ZK_LOCK_INSTANCE_LEN  (3 + 8)
 
 
-struct ngx_http_zk_lock_session_s {
+struct ngx_zk_lock_session_s {
     zhandle_t                    *zh;
     ngx_connection_t             *conn;       /* wraps the client's socket */
     dev_t                         dev;        /* identity of that socket, */
@@ -54,7 +54,7 @@ struct ngx_http_zk_lock_session_s {
     ngx_event_t                   renew;      /* new session after expiry */
     ngx_log_t                     log;
 
-    ngx_http_zk_lock_hosts_t     *hosts;
+    ngx_zk_lock_hosts_t          *hosts;
     ngx_str_t                     chroot;
     ngx_msec_t                    timeout;
     ngx_str_t                     auth;
@@ -71,7 +71,7 @@ struct ngx_http_zk_lock_session_s {
     ngx_uint_t                    nhosts;
     u_char                        last_server[NGX_SOCKADDR_STRLEN + 1];
 
-    ngx_rbtree_t                  locks;      /* ngx_http_zk_lock_t by path */
+    ngx_rbtree_t                  locks;      /* ngx_zk_lock_t by path */
     ngx_rbtree_node_t             sentinel;
     ngx_queue_t                   all;        /* the same locks, as a list */
     ngx_queue_t                   counters;   /* lease counts from znodes */
@@ -79,7 +79,7 @@ struct ngx_http_zk_lock_session_s {
     uint32_t                      instance;   /* of the nginx, see uuid() */
     uint64_t                      uuid_key[2];
     uint64_t                      uuid_seq;
-    u_char                        ours[3 + NGX_HTTP_ZK_LOCK_UUID_LEN];
+    u_char                        ours[3 + NGX_ZK_LOCK_UUID_LEN];
 
     /*
      * The time a request that the server answered was sent, the latest:
@@ -92,13 +92,13 @@ struct ngx_http_zk_lock_session_s {
     ngx_msec_t                    negotiated; /* the server's timeout */
 
     /* the owner's: each may be NULL */
-    ngx_http_zk_lock_session_pt   state_handler;   /* any change of state */
-    ngx_http_zk_lock_session_pt   connect_handler; /* connected, or again */
-    ngx_http_zk_lock_session_pt   expire_handler;  /* its nodes are gone */
-    ngx_http_zk_lock_session_pt   jeopardy_handler; /* it may expire */
-    ngx_http_zk_lock_session_pt   heard_handler;   /* jeopardy is over */
-    ngx_http_zk_lock_session_pt   close_handler;   /* at exit, closed */
-    ngx_http_zk_lock_watch_pt     watch_handler;   /* a node watch fired */
+    ngx_zk_lock_session_pt        state_handler;   /* any change of state */
+    ngx_zk_lock_session_pt        connect_handler; /* connected, or again */
+    ngx_zk_lock_session_pt        expire_handler;  /* its nodes are gone */
+    ngx_zk_lock_session_pt        jeopardy_handler; /* it may expire */
+    ngx_zk_lock_session_pt        heard_handler;   /* jeopardy is over */
+    ngx_zk_lock_session_pt        close_handler;   /* at exit, closed */
+    ngx_zk_lock_watch_pt          watch_handler;   /* a node watch fired */
     void                         *data;
 
     unsigned                      connected:1;
@@ -122,28 +122,28 @@ struct ngx_http_zk_lock_session_s {
  * still counts: its nodes block others as long as it lives.
  */
 
-#define ngx_http_zk_lock_session_gone(s)                                      \
+#define ngx_zk_lock_session_gone(s)                                      \
     ((s)->jeopardy || (!(s)->live && (s)->down))
 
 /* connected, and heard from: its holders hold */
-#define ngx_http_zk_lock_session_usable(s)                                    \
+#define ngx_zk_lock_session_usable(s)                                    \
     ((s)->connected && !(s)->jeopardy)
 
 
-ngx_int_t ngx_http_zk_lock_session_instance(ngx_log_t *log,
-    ngx_http_zk_lock_session_t *s);
-ngx_int_t ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
-    ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_session_batch(ngx_http_zk_lock_session_t *s);
-void ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
+ngx_int_t ngx_zk_lock_session_instance(ngx_log_t *log,
+    ngx_zk_lock_session_t *s);
+ngx_int_t ngx_zk_lock_session_init(ngx_cycle_t *cycle,
+    ngx_zk_lock_session_t *s);
+void ngx_zk_lock_session_close(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_session_batch(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
     const char *path, void *ctx);
-void ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s,
+void ngx_zk_lock_session_uuid(ngx_zk_lock_session_t *s,
     u_char *buf);
-ngx_uint_t ngx_http_zk_lock_session_ours(ngx_http_zk_lock_session_t *s,
+ngx_uint_t ngx_zk_lock_session_ours(ngx_zk_lock_session_t *s,
     u_char *name);
-ngx_int_t ngx_http_zk_lock_session_error(int error);
-ngx_msec_t ngx_http_zk_lock_session_trust(ngx_http_zk_lock_session_t *s);
+ngx_int_t ngx_zk_lock_session_error(int error);
+ngx_msec_t ngx_zk_lock_session_trust(ngx_zk_lock_session_t *s);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_SESSION_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_SESSION_H_INCLUDED_ */

@@ -9,11 +9,11 @@
 #include <ngx_event.h>
 #include <poll.h>
 
-#include "ngx_http_zk_lock_session.h"
+#include "ngx_zk_lock_session.h"
 
 
 /* responses handled per read event before yielding to other events */
-#define NGX_HTTP_ZK_LOCK_READ_BATCH  64
+#define NGX_ZK_LOCK_READ_BATCH  64
 
 /*
  * Reconnect backoff: after one round through all hosts, attempts are
@@ -21,11 +21,11 @@
  * BACKOFF_MAX (and at most a third of the session timeout, so that a
  * session the ensemble still keeps is not lost to our own waiting).
  */
-#define NGX_HTTP_ZK_LOCK_BACKOFF_MIN  100
-#define NGX_HTTP_ZK_LOCK_BACKOFF_MAX  2000
+#define NGX_ZK_LOCK_BACKOFF_MIN  100
+#define NGX_ZK_LOCK_BACKOFF_MAX  2000
 
 /* how long an exiting worker waits for the answers to its last requests */
-#define NGX_HTTP_ZK_LOCK_DRAIN  1000
+#define NGX_ZK_LOCK_DRAIN  1000
 
 /*
  * Jeopardy: the server may expire the session a session timeout after it
@@ -33,55 +33,55 @@
  * through again.  Holders are let go a MARGIN-th of the timeout before the
  * earliest expiry; probes, PROBES per timeout, keep that point ahead.
  */
-#define NGX_HTTP_ZK_LOCK_PROBES  6
-#define NGX_HTTP_ZK_LOCK_MARGIN  4
+#define NGX_ZK_LOCK_PROBES  6
+#define NGX_ZK_LOCK_MARGIN  4
 
 /* the client's repeated log lines: how many told apart, for how long */
-#define NGX_HTTP_ZK_LOCK_ZLOG_SEEN   4
-#define NGX_HTTP_ZK_LOCK_ZLOG_QUIET  10
+#define NGX_ZK_LOCK_ZLOG_SEEN   4
+#define NGX_ZK_LOCK_ZLOG_QUIET  10
 
 
-static ngx_int_t ngx_http_zk_lock_session_random(ngx_log_t *log, void *buf,
+static ngx_int_t ngx_zk_lock_session_random(ngx_log_t *log, void *buf,
     size_t len);
-static ngx_int_t ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_session_drained(int rc, const struct Stat *stat,
+static ngx_int_t ngx_zk_lock_session_start(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_session_update(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_session_uncork(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_session_drain(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_session_drained(int rc, const struct Stat *stat,
     const void *data);
-static void ngx_http_zk_lock_session_auth_done(int rc, const void *data);
-static void ngx_http_zk_lock_session_attempt(ngx_http_zk_lock_session_t *s);
-static ngx_msec_t ngx_http_zk_lock_session_backoff(
-    ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s);
-static ngx_uint_t ngx_http_zk_lock_session_cycle_to(
-    ngx_http_zk_lock_session_t *s, u_char *server);
-static ngx_int_t ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s,
+static void ngx_zk_lock_session_auth_done(int rc, const void *data);
+static void ngx_zk_lock_session_attempt(ngx_zk_lock_session_t *s);
+static ngx_msec_t ngx_zk_lock_session_backoff(
+    ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_session_next_server(ngx_zk_lock_session_t *s);
+static ngx_uint_t ngx_zk_lock_session_cycle_to(
+    ngx_zk_lock_session_t *s, u_char *server);
+static ngx_int_t ngx_zk_lock_session_wrap(ngx_zk_lock_session_t *s,
     int fd);
-static void ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s);
-static ngx_int_t ngx_http_zk_lock_session_stat(ngx_http_zk_lock_session_t *s,
+static void ngx_zk_lock_session_unwrap(ngx_zk_lock_session_t *s);
+static ngx_int_t ngx_zk_lock_session_stat(ngx_zk_lock_session_t *s,
     int fd, struct stat *st);
-static ngx_int_t ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on,
+static ngx_int_t ngx_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on,
     ngx_int_t event);
-static void ngx_http_zk_lock_session_read_handler(ngx_event_t *rev);
-static void ngx_http_zk_lock_session_write_handler(ngx_event_t *wev);
-static int ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s,
+static void ngx_zk_lock_session_read_handler(ngx_event_t *rev);
+static void ngx_zk_lock_session_write_handler(ngx_event_t *wev);
+static int ngx_zk_lock_session_process(ngx_zk_lock_session_t *s,
     int events);
-static void ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s);
-static void ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
+static void ngx_zk_lock_session_timer_handler(ngx_event_t *ev);
+static void ngx_zk_lock_session_probe_handler(ngx_event_t *ev);
+static void ngx_zk_lock_session_probe(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_session_probed(int rc, const struct Stat *stat,
     const void *data);
-static void ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h);
-static void ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_session_pt handler);
-static void ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s,
+static void ngx_zk_lock_session_renew_handler(ngx_event_t *ev);
+static void ngx_zk_lock_session_resolved(ngx_zk_lock_hosts_t *h);
+static void ngx_zk_lock_session_tell(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_session_pt handler);
+static void ngx_zk_lock_session_state(ngx_zk_lock_session_t *s,
     int state);
-static void ngx_http_zk_lock_session_zlog(const char *message);
-static ngx_uint_t ngx_http_zk_lock_session_zlog_repeated(const char *text,
+static void ngx_zk_lock_session_zlog(const char *message);
+static ngx_uint_t ngx_zk_lock_session_zlog_repeated(const char *text,
     size_t len);
-static u_char *ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf,
+static u_char *ngx_zk_lock_session_log_error(ngx_log_t *log, u_char *buf,
     size_t len);
 
 
@@ -89,24 +89,24 @@ static u_char *ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf,
  * The client's log callback has no context argument; a worker has exactly
  * one session, so its log is kept here.
  */
-static ngx_log_t  *ngx_http_zk_lock_session_log;
+static ngx_log_t  *ngx_zk_lock_session_log;
 
 
 ngx_int_t
-ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
-    ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_init(ngx_cycle_t *cycle,
+    ngx_zk_lock_session_t *s)
 {
     s->log = *cycle->log;
-    s->log.handler = ngx_http_zk_lock_session_log_error;
+    s->log.handler = ngx_zk_lock_session_log_error;
     s->log.data = s;
     s->log.action = "talking to zookeeper";
-    ngx_http_zk_lock_session_log = &s->log;
+    ngx_zk_lock_session_log = &s->log;
 
-    s->hosts->handler = ngx_http_zk_lock_session_resolved;
+    s->hosts->handler = ngx_zk_lock_session_resolved;
     s->hosts->data = s;
     s->hosts->log = &s->log;
 
-    if (ngx_http_zk_lock_hosts_seed(s->hosts) == NGX_ERROR) {
+    if (ngx_zk_lock_hosts_seed(s->hosts) == NGX_ERROR) {
         return NGX_ERROR;
     }
 
@@ -116,22 +116,22 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_queue_init(&s->all);
     ngx_queue_init(&s->counters);
 
-    s->timer.handler = ngx_http_zk_lock_session_timer_handler;
+    s->timer.handler = ngx_zk_lock_session_timer_handler;
     s->timer.data = s;
     s->timer.log = &s->log;
     s->timer.cancelable = 1;
 
-    s->update.handler = ngx_http_zk_lock_session_timer_handler;
+    s->update.handler = ngx_zk_lock_session_timer_handler;
     s->update.data = s;
     s->update.log = &s->log;
     s->update.cancelable = 1;
 
-    s->probe.handler = ngx_http_zk_lock_session_probe_handler;
+    s->probe.handler = ngx_zk_lock_session_probe_handler;
     s->probe.data = s;
     s->probe.log = &s->log;
     s->probe.cancelable = 1;
 
-    s->renew.handler = ngx_http_zk_lock_session_renew_handler;
+    s->renew.handler = ngx_zk_lock_session_renew_handler;
     s->renew.data = s;
     s->renew.log = &s->log;
     s->renew.cancelable = 1;
@@ -142,8 +142,8 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
      * same ones, hence a key from the kernel rather than from ngx_random()
      */
 
-    if (ngx_http_zk_lock_session_random(cycle->log, s->uuid_key,
-                                        sizeof(s->uuid_key))
+    if (ngx_zk_lock_session_random(cycle->log, s->uuid_key,
+                                   sizeof(s->uuid_key))
         != NGX_OK)
     {
         return NGX_ERROR;
@@ -160,7 +160,7 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
 
     /* the part of the UUID that all the nodes of this worker share */
 
-    ngx_http_zk_lock_session_uuid(s, s->ours + 3);
+    ngx_zk_lock_session_uuid(s, s->ours + 3);
     ngx_memcpy(s->ours, "_c_", 3);
 
     /*
@@ -185,7 +185,7 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
     zoo_set_debug_level(cycle->log->log_level >= NGX_LOG_DEBUG
                         ? ZOO_LOG_LEVEL_INFO : ZOO_LOG_LEVEL_WARN);
 
-    if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
+    if (ngx_zk_lock_session_start(s) != NGX_OK) {
         ngx_add_timer(&s->renew, s->timeout);
     }
 
@@ -196,7 +196,7 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
      */
 
     if (s->zh && s->hosts->resolver) {
-        (void) ngx_http_zk_lock_hosts_resolve(s->hosts);
+        (void) ngx_zk_lock_hosts_resolve(s->hosts);
     }
 
     return NGX_OK;
@@ -204,20 +204,20 @@ ngx_http_zk_lock_session_init(ngx_cycle_t *cycle,
 
 
 void
-ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_close(ngx_zk_lock_session_t *s)
 {
     s->exiting = 1;
 
     if (s->conn) {
         if (s->corked) {
-            ngx_http_zk_lock_session_uncork(s);
+            ngx_zk_lock_session_uncork(s);
         }
 
-        ngx_http_zk_lock_session_unwrap(s);
+        ngx_zk_lock_session_unwrap(s);
     }
 
     if (s->zh && zoo_state(s->zh) == ZOO_CONNECTED_STATE) {
-        ngx_http_zk_lock_session_drain(s);
+        ngx_zk_lock_session_drain(s);
     }
 
     if (s->zh) {
@@ -255,7 +255,7 @@ ngx_http_zk_lock_session_close(ngx_http_zk_lock_session_t *s)
  */
 
 static void
-ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_drain(ngx_zk_lock_session_t *s)
 {
     int             fd, interest, rc, events, n;
     ngx_msec_t      start, left, wait;
@@ -264,7 +264,7 @@ ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s)
 
     s->drained = 0;
 
-    if (zoo_aexists(s->zh, "/", 0, ngx_http_zk_lock_session_drained, s)
+    if (zoo_aexists(s->zh, "/", 0, ngx_zk_lock_session_drained, s)
         != ZOK)
     {
         return;
@@ -276,7 +276,7 @@ ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s)
     while (!s->drained) {
 
         ngx_time_update();
-        left = NGX_HTTP_ZK_LOCK_DRAIN - (ngx_current_msec - start);
+        left = NGX_ZK_LOCK_DRAIN - (ngx_current_msec - start);
 
         if ((ngx_msec_int_t) left <= 0) {
             ngx_log_error(NGX_LOG_INFO, &s->log, 0,
@@ -313,7 +313,7 @@ ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s)
             events |= ZOOKEEPER_WRITE;
         }
 
-        rc = ngx_http_zk_lock_session_process(s, events);
+        rc = ngx_zk_lock_session_process(s, events);
 
         if (rc != ZOK && rc != ZNOTHING) {
             return;
@@ -323,10 +323,10 @@ ngx_http_zk_lock_session_drain(ngx_http_zk_lock_session_t *s)
 
 
 static void
-ngx_http_zk_lock_session_drained(int rc, const struct Stat *stat,
+ngx_zk_lock_session_drained(int rc, const struct Stat *stat,
     const void *data)
 {
-    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+    ngx_zk_lock_session_t  *s = (ngx_zk_lock_session_t *) data;
 
     s->drained = 1;
 }
@@ -343,7 +343,7 @@ ngx_http_zk_lock_session_drained(int rc, const struct Stat *stat,
  */
 
 void
-ngx_http_zk_lock_session_batch(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_batch(ngx_zk_lock_session_t *s)
 {
     int  on;
 
@@ -364,7 +364,7 @@ ngx_http_zk_lock_session_batch(ngx_http_zk_lock_session_t *s)
 
 
 static void
-ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_uncork(ngx_zk_lock_session_t *s)
 {
     int  off;
 
@@ -395,16 +395,16 @@ ngx_http_zk_lock_session_uncork(ngx_http_zk_lock_session_t *s)
 /* at configuration, in the master: the instance's part of the UUIDs */
 
 ngx_int_t
-ngx_http_zk_lock_session_instance(ngx_log_t *log,
-    ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_instance(ngx_log_t *log,
+    ngx_zk_lock_session_t *s)
 {
-    return ngx_http_zk_lock_session_random(log, &s->instance,
-                                           sizeof(s->instance));
+    return ngx_zk_lock_session_random(log, &s->instance,
+                                      sizeof(s->instance));
 }
 
 
 static ngx_int_t
-ngx_http_zk_lock_session_random(ngx_log_t *log, void *buf, size_t len)
+ngx_zk_lock_session_random(ngx_log_t *log, void *buf, size_t len)
 {
     ssize_t   n;
     ngx_fd_t  fd;
@@ -432,7 +432,7 @@ ngx_http_zk_lock_session_random(ngx_log_t *log, void *buf, size_t len)
 
 
 void
-ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s, u_char *buf)
+ngx_zk_lock_session_uuid(ngx_zk_lock_session_t *s, u_char *buf)
 {
     uint64_t  hi, lo;
 
@@ -454,26 +454,26 @@ ngx_http_zk_lock_session_uuid(ngx_http_zk_lock_session_t *s, u_char *buf)
 /* a node name of this worker: it learns of their deletion by itself */
 
 ngx_uint_t
-ngx_http_zk_lock_session_ours(ngx_http_zk_lock_session_t *s, u_char *name)
+ngx_zk_lock_session_ours(ngx_zk_lock_session_t *s, u_char *name)
 {
-    return ngx_strncmp(name, s->ours, NGX_HTTP_ZK_LOCK_OURS_LEN) == 0;
+    return ngx_strncmp(name, s->ours, NGX_ZK_LOCK_OURS_LEN) == 0;
 }
 
 
 static ngx_int_t
-ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_start(ngx_zk_lock_session_t *s)
 {
     int  rc;
 
     if (s->hosts->list == NULL) {
         /* names only, none resolved yet: see session_resolved() */
-        return ngx_http_zk_lock_hosts_resolve(s->hosts);
+        return ngx_zk_lock_hosts_resolve(s->hosts);
     }
 
     s->zh = zookeeper_init2((char *) s->hosts->list,
-                            ngx_http_zk_lock_session_watcher,
+                            ngx_zk_lock_session_watcher,
                             (int) s->timeout, NULL, s, 0,
-                            ngx_http_zk_lock_session_zlog);
+                            ngx_zk_lock_session_zlog);
 
     if (s->zh == NULL) {
         ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_errno,
@@ -487,7 +487,7 @@ ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
 
     if (s->auth.len) {
         rc = zoo_add_auth(s->zh, "digest", (char *) s->auth.data,
-                          (int) s->auth.len, ngx_http_zk_lock_session_auth_done,
+                          (int) s->auth.len, ngx_zk_lock_session_auth_done,
                           s);
         if (rc != ZOK) {
             ngx_log_error(NGX_LOG_ALERT, &s->log, 0,
@@ -508,16 +508,16 @@ ngx_http_zk_lock_session_start(ngx_http_zk_lock_session_t *s)
                    "zk lock: session start, generation %ui, timeout %M",
                    s->generation, s->timeout);
 
-    ngx_http_zk_lock_session_update(s);
+    ngx_zk_lock_session_update(s);
 
     return NGX_OK;
 }
 
 
 static void
-ngx_http_zk_lock_session_auth_done(int rc, const void *data)
+ngx_zk_lock_session_auth_done(int rc, const void *data)
 {
-    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+    ngx_zk_lock_session_t  *s = (ngx_zk_lock_session_t *) data;
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -538,7 +538,7 @@ ngx_http_zk_lock_session_auth_done(int rc, const void *data)
  */
 
 static void
-ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_update(ngx_zk_lock_session_t *s)
 {
     int             fd, interest, rc;
     ngx_msec_t      timer;
@@ -548,7 +548,7 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     u_char          last[NGX_SOCKADDR_STRLEN + 1];
 
     if (s->corked) {
-        ngx_http_zk_lock_session_uncork(s);
+        ngx_zk_lock_session_uncork(s);
     }
 
     if (s->zh == NULL || s->exiting) {
@@ -560,10 +560,10 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
     if (!s->connected) {
 
         if (s->conn
-            && ngx_http_zk_lock_session_stat(s, s->conn->fd, &st) != NGX_OK)
+            && ngx_zk_lock_session_stat(s, s->conn->fd, &st) != NGX_OK)
         {
             /* the client has closed the socket of a failed attempt */
-            ngx_http_zk_lock_session_unwrap(s);
+            ngx_zk_lock_session_unwrap(s);
             s->down = 1;
         }
 
@@ -582,10 +582,10 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
                 return;
             }
 
-            ngx_http_zk_lock_session_attempt(s);
+            ngx_zk_lock_session_attempt(s);
 
             ngx_memcpy(last, s->last_server, sizeof(last));
-            ngx_http_zk_lock_session_next_server(s);
+            ngx_zk_lock_session_next_server(s);
             attempt = 1;
         }
     }
@@ -597,7 +597,7 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
         /* the socket is already closed; the watcher posted the renewal */
 
         if (s->conn) {
-            ngx_http_zk_lock_session_unwrap(s);
+            ngx_zk_lock_session_unwrap(s);
         }
 
         return;
@@ -627,23 +627,23 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
         ngx_memcpy(s->last_server, last, sizeof(last));
     }
 
-    if (ngx_http_zk_lock_session_wrap(s, fd) != NGX_OK) {
+    if (ngx_zk_lock_session_wrap(s, fd) != NGX_OK) {
         interest = 0;
         tv.tv_sec = 1;
         tv.tv_usec = 0;
     }
 
     if (s->conn) {
-        if (ngx_http_zk_lock_session_arm(s->conn->read,
-                                         interest & ZOOKEEPER_READ,
-                                         NGX_READ_EVENT)
+        if (ngx_zk_lock_session_arm(s->conn->read,
+                                    interest & ZOOKEEPER_READ,
+                                    NGX_READ_EVENT)
             != NGX_OK
-            || ngx_http_zk_lock_session_arm(s->conn->write,
-                                            interest & ZOOKEEPER_WRITE,
-                                            NGX_WRITE_EVENT)
+            || ngx_zk_lock_session_arm(s->conn->write,
+                                       interest & ZOOKEEPER_WRITE,
+                                       NGX_WRITE_EVENT)
                != NGX_OK)
         {
-            ngx_http_zk_lock_session_unwrap(s);
+            ngx_zk_lock_session_unwrap(s);
         }
     }
 
@@ -659,20 +659,20 @@ ngx_http_zk_lock_session_update(ngx_http_zk_lock_session_t *s)
 
 
 static void
-ngx_http_zk_lock_session_attempt(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_attempt(ngx_zk_lock_session_t *s)
 {
-    s->next_attempt = ngx_current_msec + ngx_http_zk_lock_session_backoff(s);
+    s->next_attempt = ngx_current_msec + ngx_zk_lock_session_backoff(s);
     s->attempts++;
 
     if (s->hosts->resolver && s->attempts % s->nhosts == 0) {
         /* a round has failed: perhaps the names have moved */
-        (void) ngx_http_zk_lock_hosts_resolve(s->hosts);
+        (void) ngx_zk_lock_hosts_resolve(s->hosts);
     }
 }
 
 
 static ngx_msec_t
-ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_backoff(ngx_zk_lock_session_t *s)
 {
     ngx_uint_t      n;
     ngx_msec_t      d, max;
@@ -686,9 +686,9 @@ ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
 
     /* never below the floor, whatever the timeout: no timer re-armed at 0 */
 
-    max = ngx_min((ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MAX, s->timeout / 3);
-    max = ngx_max(max, (ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN);
-    d = ngx_min((ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN << n, max);
+    max = ngx_min((ngx_msec_t) NGX_ZK_LOCK_BACKOFF_MAX, s->timeout / 3);
+    max = ngx_max(max, (ngx_msec_t) NGX_ZK_LOCK_BACKOFF_MIN);
+    d = ngx_min((ngx_msec_t) NGX_ZK_LOCK_BACKOFF_MIN << n, max);
 
     /* randomised, so that a fleet does not reconnect in step */
 
@@ -703,12 +703,12 @@ ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
 
     if (s->live && !s->jeopardy && s->negotiated) {
         left = (ngx_msec_int_t) (s->heard + s->negotiated
-                                 - s->negotiated / NGX_HTTP_ZK_LOCK_MARGIN
+                                 - s->negotiated / NGX_ZK_LOCK_MARGIN
                                  - ngx_current_msec);
 
         if (left > 0 && d > (ngx_msec_t) left / 2) {
             d = ngx_max((ngx_msec_t) left / 2,
-                        (ngx_msec_t) NGX_HTTP_ZK_LOCK_BACKOFF_MIN);
+                        (ngx_msec_t) NGX_ZK_LOCK_BACKOFF_MIN);
         }
     }
 
@@ -730,14 +730,14 @@ ngx_http_zk_lock_session_backoff(ngx_http_zk_lock_session_t *s)
  */
 
 static void
-ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_next_server(ngx_zk_lock_session_t *s)
 {
     ngx_uint_t   i, n;
 
     /* a worker's first attempt goes where the client shuffled it */
 
     if (s->last_server[0]) {
-        (void) ngx_http_zk_lock_session_cycle_to(s, s->last_server);
+        (void) ngx_zk_lock_session_cycle_to(s, s->last_server);
     }
 
     /* the one after: the next attempt's server */
@@ -750,7 +750,7 @@ ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s)
 
     /* once around to learn the number of servers, then to just before it */
 
-    n = ngx_http_zk_lock_session_cycle_to(s, s->last_server);
+    n = ngx_zk_lock_session_cycle_to(s, s->last_server);
 
     for (i = 1; i < n; i++) {
         zoo_cycle_next_server(s->zh);
@@ -767,7 +767,7 @@ ngx_http_zk_lock_session_next_server(ngx_http_zk_lock_session_t *s)
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_session_cycle_to(ngx_http_zk_lock_session_t *s,
+ngx_zk_lock_session_cycle_to(ngx_zk_lock_session_t *s,
     u_char *server)
 {
     ngx_uint_t  i;
@@ -792,7 +792,7 @@ ngx_http_zk_lock_session_cycle_to(ngx_http_zk_lock_session_t *s,
  */
 
 static ngx_int_t
-ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
+ngx_zk_lock_session_wrap(ngx_zk_lock_session_t *s, int fd)
 {
     struct stat        st;
     ngx_connection_t  *c;
@@ -810,7 +810,7 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
         return NGX_OK;
     }
 
-    rc = (fd == -1) ? NGX_DECLINED : ngx_http_zk_lock_session_stat(s, fd, &st);
+    rc = (fd == -1) ? NGX_DECLINED : ngx_zk_lock_session_stat(s, fd, &st);
 
     s->verified = (rc == NGX_OK || rc == NGX_BUSY)
                   && zoo_state(s->zh) == ZOO_CONNECTED_STATE;
@@ -826,7 +826,7 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
             return NGX_OK;
         }
 
-        ngx_http_zk_lock_session_unwrap(s);
+        ngx_zk_lock_session_unwrap(s);
     }
 
     if (fd == -1) {
@@ -842,8 +842,8 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
     c->log = &s->log;
     c->read->log = &s->log;
     c->write->log = &s->log;
-    c->read->handler = ngx_http_zk_lock_session_read_handler;
-    c->write->handler = ngx_http_zk_lock_session_write_handler;
+    c->read->handler = ngx_zk_lock_session_read_handler;
+    c->write->handler = ngx_zk_lock_session_write_handler;
 
     s->conn = c;
     s->dev = st.st_dev;
@@ -862,7 +862,7 @@ ngx_http_zk_lock_session_wrap(ngx_http_zk_lock_session_t *s, int fd)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_session_stat(ngx_http_zk_lock_session_t *s, int fd,
+ngx_zk_lock_session_stat(ngx_zk_lock_session_t *s, int fd,
     struct stat *st)
 {
     if (fstat(fd, st) == -1) {
@@ -891,7 +891,7 @@ ngx_http_zk_lock_session_stat(ngx_http_zk_lock_session_t *s, int fd,
 
 
 static void
-ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_unwrap(ngx_zk_lock_session_t *s)
 {
     ngx_connection_t  *c;
 
@@ -935,7 +935,7 @@ ngx_http_zk_lock_session_unwrap(ngx_http_zk_lock_session_t *s)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on, ngx_int_t event)
+ngx_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on, ngx_int_t event)
 {
     if (on && !ev->active) {
         return ngx_add_event(ev, event, NGX_LEVEL_EVENT);
@@ -950,45 +950,45 @@ ngx_http_zk_lock_session_arm(ngx_event_t *ev, ngx_uint_t on, ngx_int_t event)
 
 
 static void
-ngx_http_zk_lock_session_read_handler(ngx_event_t *rev)
+ngx_zk_lock_session_read_handler(ngx_event_t *rev)
 {
     int                          rc;
     ngx_uint_t                   i;
     ngx_connection_t            *c;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     c = rev->data;
     s = c->data;
 
-    for (i = 0; i < NGX_HTTP_ZK_LOCK_READ_BATCH; i++) {
+    for (i = 0; i < NGX_ZK_LOCK_READ_BATCH; i++) {
 
-        rc = ngx_http_zk_lock_session_process(s, ZOOKEEPER_READ);
+        rc = ngx_zk_lock_session_process(s, ZOOKEEPER_READ);
 
         if (rc != ZOK || s->conn != c || s->zh == NULL) {
             break;
         }
     }
 
-    ngx_http_zk_lock_session_update(s);
+    ngx_zk_lock_session_update(s);
 }
 
 
 static void
-ngx_http_zk_lock_session_write_handler(ngx_event_t *wev)
+ngx_zk_lock_session_write_handler(ngx_event_t *wev)
 {
     ngx_connection_t            *c;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     c = wev->data;
     s = c->data;
 
-    ngx_http_zk_lock_session_process(s, ZOOKEEPER_WRITE);
-    ngx_http_zk_lock_session_update(s);
+    ngx_zk_lock_session_process(s, ZOOKEEPER_WRITE);
+    ngx_zk_lock_session_update(s);
 }
 
 
 static int
-ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s, int events)
+ngx_zk_lock_session_process(ngx_zk_lock_session_t *s, int events)
 {
     int  rc;
 
@@ -1010,16 +1010,16 @@ ngx_http_zk_lock_session_process(ngx_http_zk_lock_session_t *s, int events)
 
 
 static void
-ngx_http_zk_lock_session_timer_handler(ngx_event_t *ev)
+ngx_zk_lock_session_timer_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_session_update(ev->data);
+    ngx_zk_lock_session_update(ev->data);
 }
 
 
 static void
-ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
+ngx_zk_lock_session_renew_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t  *s;
 
     s = ev->data;
 
@@ -1028,7 +1028,7 @@ ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
     }
 
     if (s->conn) {
-        ngx_http_zk_lock_session_unwrap(s);
+        ngx_zk_lock_session_unwrap(s);
     }
 
     if (s->timer.timer_set) {
@@ -1041,7 +1041,7 @@ ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
         s->zh = NULL;
     }
 
-    if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
+    if (ngx_zk_lock_session_start(s) != NGX_OK) {
         ngx_add_timer(&s->renew, s->timeout);
     }
 }
@@ -1054,11 +1054,11 @@ ngx_http_zk_lock_session_renew_handler(ngx_event_t *ev)
  */
 
 static void
-ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h)
+ngx_zk_lock_session_resolved(ngx_zk_lock_hosts_t *h)
 {
     int                          rc;
     u_char                      *chroot;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = h->data;
 
@@ -1072,7 +1072,7 @@ ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h)
         s->down = 1;
 
         if (!s->renew.timer_set) {
-            ngx_add_timer(&s->renew, NGX_HTTP_ZK_LOCK_BACKOFF_MAX);
+            ngx_add_timer(&s->renew, NGX_ZK_LOCK_BACKOFF_MAX);
         }
 
         return;
@@ -1081,7 +1081,7 @@ ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h)
     s->nhosts = h->naddrs;
 
     if (s->zh == NULL) {
-        if (ngx_http_zk_lock_session_start(s) != NGX_OK) {
+        if (ngx_zk_lock_session_start(s) != NGX_OK) {
             ngx_add_timer(&s->renew, s->timeout);
         }
 
@@ -1131,10 +1131,10 @@ ngx_http_zk_lock_session_resolved(ngx_http_zk_lock_hosts_t *h)
  */
 
 static void
-ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
+ngx_zk_lock_session_probe_handler(ngx_event_t *ev)
 {
     ngx_msec_t                   limit, next, silent;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = ev->data;
 
@@ -1142,7 +1142,7 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
         return;
     }
 
-    limit = s->negotiated - s->negotiated / NGX_HTTP_ZK_LOCK_MARGIN;
+    limit = s->negotiated - s->negotiated / NGX_ZK_LOCK_MARGIN;
     silent = ngx_current_msec - s->heard;
 
     if (silent >= limit) {
@@ -1160,14 +1160,14 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
 
         /* and again while it lasts: a watch event may make a holder */
 
-        ngx_http_zk_lock_session_tell(s, s->jeopardy_handler);
+        ngx_zk_lock_session_tell(s, s->jeopardy_handler);
     }
 
     if (s->connected && !s->probing) {
-        ngx_http_zk_lock_session_probe(s);
+        ngx_zk_lock_session_probe(s);
     }
 
-    next = s->negotiated / NGX_HTTP_ZK_LOCK_PROBES;
+    next = s->negotiated / NGX_ZK_LOCK_PROBES;
 
     if (!s->jeopardy && limit - silent < next) {
         next = limit - silent;
@@ -1183,7 +1183,7 @@ ngx_http_zk_lock_session_probe_handler(ngx_event_t *ev)
  */
 
 ngx_msec_t
-ngx_http_zk_lock_session_trust(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_trust(ngx_zk_lock_session_t *s)
 {
     ngx_msec_t  limit, silent;
 
@@ -1191,7 +1191,7 @@ ngx_http_zk_lock_session_trust(ngx_http_zk_lock_session_t *s)
         return 0;
     }
 
-    limit = s->negotiated - s->negotiated / NGX_HTTP_ZK_LOCK_MARGIN;
+    limit = s->negotiated - s->negotiated / NGX_ZK_LOCK_MARGIN;
     silent = ngx_current_msec - s->heard;
 
     return (silent < limit) ? limit - silent : 0;
@@ -1199,11 +1199,11 @@ ngx_http_zk_lock_session_trust(ngx_http_zk_lock_session_t *s)
 
 
 static void
-ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_session_probe(ngx_zk_lock_session_t *s)
 {
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
-    if (zoo_aexists(s->zh, "/", 0, ngx_http_zk_lock_session_probed, s)
+    if (zoo_aexists(s->zh, "/", 0, ngx_zk_lock_session_probed, s)
         != ZOK)
     {
         return;
@@ -1215,10 +1215,10 @@ ngx_http_zk_lock_session_probe(ngx_http_zk_lock_session_t *s)
 
 
 static void
-ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
+ngx_zk_lock_session_probed(int rc, const struct Stat *stat,
     const void *data)
 {
-    ngx_http_zk_lock_session_t  *s = (ngx_http_zk_lock_session_t *) data;
+    ngx_zk_lock_session_t  *s = (ngx_zk_lock_session_t *) data;
 
     s->probing = 0;
 
@@ -1237,7 +1237,7 @@ ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
                       "zookeeper session 0x%xL is heard from again",
                       (int64_t) zoo_client_id(s->zh)->client_id);
 
-        ngx_http_zk_lock_session_tell(s, s->heard_handler);
+        ngx_zk_lock_session_tell(s, s->heard_handler);
     }
 }
 
@@ -1245,17 +1245,17 @@ ngx_http_zk_lock_session_probed(int rc, const struct Stat *stat,
 /* the session's watcher, and the watcher of every node watch */
 
 void
-ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
+ngx_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
     const char *path, void *ctx)
 {
-    ngx_http_zk_lock_session_t  *s = ctx;
+    ngx_zk_lock_session_t  *s = ctx;
 
     if (s->exiting || zh != s->zh) {
         return;
     }
 
     if (type == ZOO_SESSION_EVENT) {
-        ngx_http_zk_lock_session_state(s, state);
+        ngx_zk_lock_session_state(s, state);
         return;
     }
 
@@ -1269,7 +1269,7 @@ ngx_http_zk_lock_session_watcher(zhandle_t *zh, int type, int state,
 
 
 static void
-ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
+ngx_zk_lock_session_state(ngx_zk_lock_session_t *s, int state)
 {
     const char  *server;
 
@@ -1293,12 +1293,12 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
         }
 
         if (!s->probing) {
-            ngx_http_zk_lock_session_probe(s);
+            ngx_zk_lock_session_probe(s);
         }
 
         if (!s->probe.timer_set) {
             ngx_add_timer(&s->probe,
-                          s->negotiated / NGX_HTTP_ZK_LOCK_PROBES);
+                          s->negotiated / NGX_ZK_LOCK_PROBES);
         }
 
         ngx_log_error(NGX_LOG_INFO, &s->log, 0,
@@ -1306,7 +1306,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
                       (int64_t) zoo_client_id(s->zh)->client_id,
                       server ? server : "?");
 
-        ngx_http_zk_lock_session_tell(s, s->connect_handler);
+        ngx_zk_lock_session_tell(s, s->connect_handler);
         return;
     }
 
@@ -1320,7 +1320,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
             ngx_log_error(NGX_LOG_WARN, &s->log, 0,
                           "zookeeper connection lost, reconnecting");
 
-            ngx_http_zk_lock_session_tell(s, NULL);
+            ngx_zk_lock_session_tell(s, NULL);
         }
 
         return;
@@ -1337,7 +1337,7 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
                       state == ZOO_EXPIRED_SESSION_STATE
                       ? "expired" : "failed authentication");
 
-        ngx_http_zk_lock_session_tell(s, s->expire_handler);
+        ngx_zk_lock_session_tell(s, s->expire_handler);
 
         /* the handle cannot be closed from inside zookeeper_process() */
 
@@ -1351,8 +1351,8 @@ ngx_http_zk_lock_session_state(ngx_http_zk_lock_session_t *s, int state)
 /* the owner hears of every change of state, and then of this one */
 
 static void
-ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_session_pt handler)
+ngx_zk_lock_session_tell(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_session_pt handler)
 {
     if (s->state_handler) {
         s->state_handler(s);
@@ -1365,13 +1365,13 @@ ngx_http_zk_lock_session_tell(ngx_http_zk_lock_session_t *s,
 
 
 static void
-ngx_http_zk_lock_session_zlog(const char *message)
+ngx_zk_lock_session_zlog(const char *message)
 {
     size_t       len;
     ngx_uint_t   level;
     const char  *p;
 
-    if (ngx_http_zk_lock_session_log == NULL) {
+    if (ngx_zk_lock_session_log == NULL) {
         return;
     }
 
@@ -1418,12 +1418,12 @@ ngx_http_zk_lock_session_zlog(const char *message)
     }
 
     if (level != NGX_LOG_DEBUG
-        && ngx_http_zk_lock_session_zlog_repeated(message, len))
+        && ngx_zk_lock_session_zlog_repeated(message, len))
     {
         return;
     }
 
-    ngx_log_error(level, ngx_http_zk_lock_session_log, 0,
+    ngx_log_error(level, ngx_zk_lock_session_log, 0,
                   "zookeeper client: %*s", len, message);
 }
 
@@ -1431,42 +1431,42 @@ ngx_http_zk_lock_session_zlog(const char *message)
 /*
  * While a server is down the client repeats the same complaints on every
  * connection attempt, several times a second: each is logged once per
- * NGX_HTTP_ZK_LOCK_ZLOG_QUIET seconds.
+ * NGX_ZK_LOCK_ZLOG_QUIET seconds.
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_session_zlog_repeated(const char *text, size_t len)
+ngx_zk_lock_session_zlog_repeated(const char *text, size_t len)
 {
     time_t       now;
     uint32_t     hash;
     ngx_uint_t   i;
 
-    static uint32_t    hashes[NGX_HTTP_ZK_LOCK_ZLOG_SEEN];
-    static time_t      seen[NGX_HTTP_ZK_LOCK_ZLOG_SEEN];
+    static uint32_t    hashes[NGX_ZK_LOCK_ZLOG_SEEN];
+    static time_t      seen[NGX_ZK_LOCK_ZLOG_SEEN];
     static ngx_uint_t  next;
 
     hash = ngx_crc32_short((u_char *) text, len);
     now = ngx_time();
 
-    for (i = 0; i < NGX_HTTP_ZK_LOCK_ZLOG_SEEN; i++) {
-        if (hashes[i] == hash && now - seen[i] < NGX_HTTP_ZK_LOCK_ZLOG_QUIET) {
+    for (i = 0; i < NGX_ZK_LOCK_ZLOG_SEEN; i++) {
+        if (hashes[i] == hash && now - seen[i] < NGX_ZK_LOCK_ZLOG_QUIET) {
             return 1;
         }
     }
 
     hashes[next] = hash;
     seen[next] = now;
-    next = (next + 1) % NGX_HTTP_ZK_LOCK_ZLOG_SEEN;
+    next = (next + 1) % NGX_ZK_LOCK_ZLOG_SEEN;
 
     return 0;
 }
 
 
 static u_char *
-ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
+ngx_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
 {
     u_char                      *p;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     p = buf;
 
@@ -1487,7 +1487,7 @@ ngx_http_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
 /* errors that say nothing of a lock, only that the session is unusable */
 
 ngx_int_t
-ngx_http_zk_lock_session_error(int error)
+ngx_zk_lock_session_error(int error)
 {
     switch (error) {
 

@@ -8,65 +8,65 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_path.h"
+#include "ngx_zk_lock_path.h"
 
 
 /* the chroot's missing parent is logged at most this often, ms */
-#define NGX_HTTP_ZK_LOCK_CHROOT_LOG  10000
+#define NGX_ZK_LOCK_CHROOT_LOG  10000
 
 
-/* what ngx_http_zk_lock_path_utf8() returns for what is not UTF-8 */
-#define NGX_HTTP_ZK_LOCK_BAD_UTF8  0xffffffff
+/* what ngx_zk_lock_path_utf8() returns for what is not UTF-8 */
+#define NGX_ZK_LOCK_BAD_UTF8  0xffffffff
 
 
 typedef struct {
-    ngx_http_zk_lock_t           *lock;
+    ngx_zk_lock_t                *lock;
     uint32_t                      seq;
-} ngx_http_zk_lock_watch_t;
+} ngx_zk_lock_watch_t;
 
 
 /* an idle path built from a request, deleted level by level */
 
 typedef struct {
-    ngx_http_zk_lock_session_t   *session;
+    ngx_zk_lock_session_t        *session;
     ngx_uint_t                    levels;     /* still to delete */
     u_char                        path[1];
-} ngx_http_zk_lock_idle_path_t;
+} ngx_zk_lock_idle_path_t;
 
 
-static void ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock);
-static void ngx_http_zk_lock_path_idle_stat(
-    ngx_http_zk_lock_idle_path_t *idle);
-static void ngx_http_zk_lock_path_idle_read(int rc, const char *value,
+static void ngx_zk_lock_path_delete(ngx_zk_lock_t *lock);
+static void ngx_zk_lock_path_idle_stat(
+    ngx_zk_lock_idle_path_t *idle);
+static void ngx_zk_lock_path_idle_read(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static void ngx_http_zk_lock_path_deleted(int rc, const void *data);
-static void ngx_http_zk_lock_path_vet_done(int rc, const char *value,
+static void ngx_zk_lock_path_deleted(int rc, const void *data);
+static void ngx_zk_lock_path_vet_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static void ngx_http_zk_lock_path_listed(int rc,
+static void ngx_zk_lock_path_listed(int rc,
     const struct String_vector *strings, const void *data);
-static void ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock,
+static void ngx_zk_lock_path_create_parent(ngx_zk_lock_t *lock,
     u_char *path, int mode);
-static void ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
+static void ngx_zk_lock_path_chroot_done(int rc, const char *value,
     const void *data);
-static void ngx_http_zk_lock_path_parent_done(int rc, const char *value,
+static void ngx_zk_lock_path_parent_done(int rc, const char *value,
     const void *data);
-static uint32_t ngx_http_zk_lock_path_utf8(u_char **pp, u_char *last);
-static void ngx_http_zk_lock_path_watch_done(int rc, const char *value,
+static uint32_t ngx_zk_lock_path_utf8(u_char **pp, u_char *last);
+static void ngx_zk_lock_path_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
 
 
-ngx_http_zk_lock_t *
-ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_owner_t *owner)
+ngx_zk_lock_t *
+ngx_zk_lock_path_get(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_owner_t *owner)
 {
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t  *lock;
 
-    lock = ngx_http_zk_lock_path_find(s, path->data, path->len);
+    lock = ngx_zk_lock_path_find(s, path->data, path->len);
     if (lock) {
         return lock;
     }
 
-    lock = ngx_alloc(offsetof(ngx_http_zk_lock_t, path) + path->len + 1,
+    lock = ngx_alloc(offsetof(ngx_zk_lock_t, path) + path->len + 1,
                      &s->log);
     if (lock == NULL) {
         return NULL;
@@ -85,7 +85,7 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->sent = 0;
     lock->answered = 0;
     lock->nwatched = 0;
-    ngx_memzero(&lock->listing, sizeof(ngx_http_zk_lock_listing_t));
+    ngx_memzero(&lock->listing, sizeof(ngx_zk_lock_listing_t));
     lock->span = 0;
     lock->count = 0;
     lock->wanted = 0;
@@ -93,7 +93,7 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     lock->reads = 0;
     lock->transient = 0;
     lock->made = 0;
-    lock->vet = NGX_HTTP_ZK_LOCK_VET_NONE;
+    lock->vet = NGX_ZK_LOCK_VET_NONE;
     lock->pool = NULL;
     lock->tickets = 0;
     lock->keep = 0;
@@ -107,8 +107,8 @@ ngx_http_zk_lock_path_get(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 }
 
 
-ngx_http_zk_lock_t *
-ngx_http_zk_lock_path_find(ngx_http_zk_lock_session_t *s, u_char *path,
+ngx_zk_lock_t *
+ngx_zk_lock_path_find(ngx_zk_lock_session_t *s, u_char *path,
     size_t len)
 {
     ngx_str_t        key;
@@ -119,25 +119,25 @@ ngx_http_zk_lock_path_find(ngx_http_zk_lock_session_t *s, u_char *path,
 
     sn = ngx_str_rbtree_lookup(&s->locks, &key, ngx_crc32_short(path, len));
 
-    return (ngx_http_zk_lock_t *) sn;
+    return (ngx_zk_lock_t *) sn;
 }
 
 
 void
-ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_gc(ngx_zk_lock_t *lock)
 {
     if (lock->refs) {
         return;
     }
 
     if (lock->transient && lock->made) {
-        ngx_http_zk_lock_path_delete(lock);
+        ngx_zk_lock_path_delete(lock);
     }
 
     ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
     ngx_queue_remove(&lock->queue);
 
-    ngx_http_zk_lock_listing_free(&lock->listing);
+    ngx_zk_lock_listing_free(&lock->listing);
     ngx_free(lock);
 }
 
@@ -154,10 +154,10 @@ ngx_http_zk_lock_path_gc(ngx_http_zk_lock_t *lock)
  */
 
 static void
-ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_delete(ngx_zk_lock_t *lock)
 {
-    ngx_http_zk_lock_session_t    *s;
-    ngx_http_zk_lock_idle_path_t  *idle;
+    ngx_zk_lock_session_t    *s;
+    ngx_zk_lock_idle_path_t  *idle;
 
     s = lock->session;
 
@@ -165,7 +165,7 @@ ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
         return;
     }
 
-    idle = ngx_alloc(sizeof(ngx_http_zk_lock_idle_path_t) + lock->sn.str.len,
+    idle = ngx_alloc(sizeof(ngx_zk_lock_idle_path_t) + lock->sn.str.len,
                      &s->log);
     if (idle == NULL) {
         return;
@@ -175,15 +175,15 @@ ngx_http_zk_lock_path_delete(ngx_http_zk_lock_t *lock)
     idle->levels = lock->transient;
     ngx_memcpy(idle->path, lock->path, lock->sn.str.len + 1);
 
-    ngx_http_zk_lock_path_idle_stat(idle);
+    ngx_zk_lock_path_idle_stat(idle);
 }
 
 
 static void
-ngx_http_zk_lock_path_idle_stat(ngx_http_zk_lock_idle_path_t *idle)
+ngx_zk_lock_path_idle_stat(ngx_zk_lock_idle_path_t *idle)
 {
     int                          rc;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = idle->session;
 
@@ -195,10 +195,10 @@ ngx_http_zk_lock_path_idle_stat(ngx_http_zk_lock_idle_path_t *idle)
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, &s->log, 0,
                    "zk lock: idle \"%s\"", idle->path);
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     rc = zoo_aget(s->zh, (char *) idle->path, 0,
-                  ngx_http_zk_lock_path_idle_read, idle);
+                  ngx_zk_lock_path_idle_read, idle);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -210,19 +210,19 @@ ngx_http_zk_lock_path_idle_stat(ngx_http_zk_lock_idle_path_t *idle)
 
 
 static void
-ngx_http_zk_lock_path_idle_read(int rc, const char *value, int value_len,
+ngx_zk_lock_path_idle_read(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_idle_path_t  *idle = (ngx_http_zk_lock_idle_path_t *) data;
+    ngx_zk_lock_idle_path_t  *idle = (ngx_zk_lock_idle_path_t *) data;
 
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t  *s;
 
     s = idle->session;
 
     if (rc != ZOK || stat == NULL || s->exiting
         || stat->ephemeralOwner != 0 || stat->numChildren != 0
-        || value_len != (int) sizeof(NGX_HTTP_ZK_LOCK_MARK) - 1
-        || ngx_strncmp(value, NGX_HTTP_ZK_LOCK_MARK, value_len) != 0)
+        || value_len != (int) sizeof(NGX_ZK_LOCK_MARK) - 1
+        || ngx_strncmp(value, NGX_ZK_LOCK_MARK, value_len) != 0)
     {
         /* gone, in use, or not ours: nor are its parents ours to delete */
 
@@ -234,7 +234,7 @@ ngx_http_zk_lock_path_idle_read(int rc, const char *value, int value_len,
     }
 
     rc = zoo_adelete(s->zh, (char *) idle->path, stat->version,
-                     ngx_http_zk_lock_path_deleted, idle);
+                     ngx_zk_lock_path_deleted, idle);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -246,12 +246,12 @@ ngx_http_zk_lock_path_idle_read(int rc, const char *value, int value_len,
 
 
 static void
-ngx_http_zk_lock_path_deleted(int rc, const void *data)
+ngx_zk_lock_path_deleted(int rc, const void *data)
 {
-    ngx_http_zk_lock_idle_path_t  *idle = (ngx_http_zk_lock_idle_path_t *) data;
+    ngx_zk_lock_idle_path_t  *idle = (ngx_zk_lock_idle_path_t *) data;
 
     u_char                      *p;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = idle->session;
 
@@ -268,7 +268,7 @@ ngx_http_zk_lock_path_deleted(int rc, const void *data)
         *p = '\0';
         idle->levels--;
 
-        ngx_http_zk_lock_path_idle_stat(idle);
+        ngx_zk_lock_path_idle_stat(idle);
         return;
     }
 
@@ -278,7 +278,7 @@ ngx_http_zk_lock_path_deleted(int rc, const void *data)
      */
 
     if (rc != ZOK && rc != ZNOTEMPTY && rc != ZBADVERSION && rc != ZNONODE
-        && rc != ZNOAUTH && !ngx_http_zk_lock_session_error(rc)
+        && rc != ZNOAUTH && !ngx_zk_lock_session_error(rc)
         && !s->exiting)
     {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -291,10 +291,10 @@ ngx_http_zk_lock_path_deleted(int rc, const void *data)
 
 
 void
-ngx_http_zk_lock_path_ask(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_ask(ngx_zk_lock_t *lock)
 {
     if (lock->sent == lock->answered) {
-        (void) ngx_http_zk_lock_path_list(lock);
+        (void) ngx_zk_lock_path_list(lock);
 
     } else {
         lock->wanted = 1;
@@ -309,7 +309,7 @@ ngx_http_zk_lock_path_ask(ngx_http_zk_lock_t *lock)
  */
 
 void
-ngx_http_zk_lock_path_relist(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_relist(ngx_zk_lock_t *lock)
 {
     if (!lock->session->connected) {
         /* done when the session connects again */
@@ -317,16 +317,16 @@ ngx_http_zk_lock_path_relist(ngx_http_zk_lock_t *lock)
     }
 
     if (lock->sent == lock->answered) {
-        (void) ngx_http_zk_lock_path_list(lock);
+        (void) ngx_zk_lock_path_list(lock);
     }
 }
 
 
 ngx_int_t
-ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_list(ngx_zk_lock_t *lock)
 {
     int                          rc;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = lock->session;
 
@@ -341,15 +341,15 @@ ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock)
      * keep_listed(), keep_hear()).
      */
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     if (lock->count || lock->hear) {
         rc = zoo_awget_children(s->zh, (char *) lock->path,
-                                ngx_http_zk_lock_session_watcher, s,
-                                ngx_http_zk_lock_path_listed, lock);
+                                ngx_zk_lock_session_watcher, s,
+                                ngx_zk_lock_path_listed, lock);
     } else {
         rc = zoo_aget_children(s->zh, (char *) lock->path, 0,
-                               ngx_http_zk_lock_path_listed, lock);
+                               ngx_zk_lock_path_listed, lock);
     }
 
     if (rc != ZOK) {
@@ -368,10 +368,10 @@ ngx_http_zk_lock_path_list(ngx_http_zk_lock_t *lock)
 
 
 static void
-ngx_http_zk_lock_path_listed(int rc,
+ngx_zk_lock_path_listed(int rc,
     const struct String_vector *strings, const void *data)
 {
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+    ngx_zk_lock_t  *lock = (ngx_zk_lock_t *) data;
 
     static struct String_vector  none;
 
@@ -406,13 +406,13 @@ ngx_http_zk_lock_path_listed(int rc,
     if (lock->wanted && lock->sent == lock->answered
         && zoo_state(lock->session->zh) == ZOO_CONNECTED_STATE)
     {
-        (void) ngx_http_zk_lock_path_list(lock);
+        (void) ngx_zk_lock_path_list(lock);
     }
 
     /* the reference of the listing kept the lock through the evaluation */
 
     lock->refs--;
-    ngx_http_zk_lock_path_gc(lock);
+    ngx_zk_lock_path_gc(lock);
 }
 
 
@@ -423,16 +423,16 @@ ngx_http_zk_lock_path_listed(int rc,
  */
 
 void
-ngx_http_zk_lock_path_create_parents(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_create_parents(ngx_zk_lock_t *lock)
 {
     u_char  *p;
-    u_char   buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    u_char   buf[NGX_ZK_LOCK_BUF_LEN];
 
     /* with a chroot, "/" is the chroot itself, which may be missing too */
 
     if (lock->session->chroot.len) {
-        ngx_http_zk_lock_path_create_parent(lock, (u_char *) "/",
-                                            ZOO_PERSISTENT);
+        ngx_zk_lock_path_create_parent(lock, (u_char *) "/",
+                                       ZOO_PERSISTENT);
     }
 
     (void) ngx_cpymem(buf, lock->path, lock->sn.str.len + 1);
@@ -441,36 +441,36 @@ ngx_http_zk_lock_path_create_parents(ngx_http_zk_lock_t *lock)
         p = (u_char *) ngx_strchr(p + 1, '/');
 
         if (p == NULL) {
-            ngx_http_zk_lock_path_create_parent(lock, buf, ZOO_CONTAINER);
+            ngx_zk_lock_path_create_parent(lock, buf, ZOO_CONTAINER);
             break;
         }
 
         *p = '\0';
-        ngx_http_zk_lock_path_create_parent(lock, buf, ZOO_CONTAINER);
+        ngx_zk_lock_path_create_parent(lock, buf, ZOO_CONTAINER);
     }
 }
 
 
 static void
-ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
+ngx_zk_lock_path_create_parent(ngx_zk_lock_t *lock, u_char *path,
     int mode)
 {
     int                          rc;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     s = lock->session;
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     if (mode == ZOO_CONTAINER) {
-        rc = zoo_acreate(s->zh, (char *) path, NGX_HTTP_ZK_LOCK_MARK,
-                         sizeof(NGX_HTTP_ZK_LOCK_MARK) - 1, s->acl, mode,
-                         ngx_http_zk_lock_path_parent_done, lock);
+        rc = zoo_acreate(s->zh, (char *) path, NGX_ZK_LOCK_MARK,
+                         sizeof(NGX_ZK_LOCK_MARK) - 1, s->acl, mode,
+                         ngx_zk_lock_path_parent_done, lock);
 
     } else {
         /* the chroot */
         rc = zoo_acreate(s->zh, (char *) path, NULL, -1, s->acl, mode,
-                         ngx_http_zk_lock_path_chroot_done, lock);
+                         ngx_zk_lock_path_chroot_done, lock);
     }
 
     if (rc != ZOK) {
@@ -485,9 +485,9 @@ ngx_http_zk_lock_path_create_parent(ngx_http_zk_lock_t *lock, u_char *path,
 
 
 static void
-ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
+ngx_zk_lock_path_parent_done(int rc, const char *value, const void *data)
 {
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+    ngx_zk_lock_t  *lock = (ngx_zk_lock_t *) data;
 
     lock->refs--;
 
@@ -501,24 +501,24 @@ ngx_http_zk_lock_path_parent_done(int rc, const char *value, const void *data)
                       lock->path, rc, zerror(rc));
     }
 
-    ngx_http_zk_lock_path_gc(lock);
+    ngx_zk_lock_path_gc(lock);
 }
 
 
 /*
  * The chroot of zk_hosts is made as a lock's first parent, but not its
  * own parent: one that is missing is the operator's to create, and the
- * log says which, at most every NGX_HTTP_ZK_LOCK_CHROOT_LOG ms
+ * log says which, at most every NGX_ZK_LOCK_CHROOT_LOG ms
  */
 
 static void
-ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
+ngx_zk_lock_path_chroot_done(int rc, const char *value,
     const void *data)
 {
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+    ngx_zk_lock_t  *lock = (ngx_zk_lock_t *) data;
 
     ngx_str_t                    parent;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_session_t       *s;
 
     static ngx_msec_t            logged;
 
@@ -526,7 +526,7 @@ ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
 
     if (rc == ZNONODE && !s->exiting
         && (logged == 0
-            || ngx_current_msec - logged >= NGX_HTTP_ZK_LOCK_CHROOT_LOG))
+            || ngx_current_msec - logged >= NGX_ZK_LOCK_CHROOT_LOG))
     {
         logged = ngx_current_msec;
 
@@ -550,7 +550,7 @@ ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
         rc = ZNODEEXISTS;       /* said: not again as a parent's failure */
     }
 
-    ngx_http_zk_lock_path_parent_done(rc, value, data);
+    ngx_zk_lock_path_parent_done(rc, value, data);
 }
 
 
@@ -560,25 +560,25 @@ ngx_http_zk_lock_path_chroot_done(int rc, const char *value,
  * application's configuration) or a holder's ephemeral node.  Before the
  * worker's first node goes there, that node is read: missing (it will be
  * made), empty or with the module's mark, it may be a lock's; otherwise
- * the path is FOREIGN and its participants fail.  NGX_HTTP_ZK_LOCK_VET_OK
+ * the path is FOREIGN and its participants fail.  NGX_ZK_LOCK_VET_OK
  * for a literal path; VET_SENT while the read is on its way, and the
  * owner is told once it is answered.
  */
 
-ngx_http_zk_lock_vet_e
-ngx_http_zk_lock_path_vet(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_vet_e
+ngx_zk_lock_path_vet(ngx_zk_lock_t *lock)
 {
     int                          rc;
     u_char                      *p;
     ngx_uint_t                   i;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     if (lock->transient == 0) {
-        return NGX_HTTP_ZK_LOCK_VET_OK;
+        return NGX_ZK_LOCK_VET_OK;
     }
 
-    if (lock->vet != NGX_HTTP_ZK_LOCK_VET_NONE) {
+    if (lock->vet != NGX_ZK_LOCK_VET_NONE) {
         return lock->vet;
     }
 
@@ -594,32 +594,32 @@ ngx_http_zk_lock_path_vet(ngx_http_zk_lock_t *lock)
     }
 
     if (p == buf) {
-        return NGX_HTTP_ZK_LOCK_VET_OK;
+        return NGX_ZK_LOCK_VET_OK;
     }
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
-    rc = zoo_aget(s->zh, (char *) buf, 0, ngx_http_zk_lock_path_vet_done,
+    rc = zoo_aget(s->zh, (char *) buf, 0, ngx_zk_lock_path_vet_done,
                   lock);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                       "zoo_aget(\"%s\") failed (%d: %s)", buf, rc, zerror(rc));
-        return NGX_HTTP_ZK_LOCK_VET_NONE;
+        return NGX_ZK_LOCK_VET_NONE;
     }
 
     lock->refs++;
-    lock->vet = NGX_HTTP_ZK_LOCK_VET_SENT;
+    lock->vet = NGX_ZK_LOCK_VET_SENT;
 
-    return NGX_HTTP_ZK_LOCK_VET_SENT;
+    return NGX_ZK_LOCK_VET_SENT;
 }
 
 
 static void
-ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
+ngx_zk_lock_path_vet_done(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_t  *lock = (ngx_http_zk_lock_t *) data;
+    ngx_zk_lock_t  *lock = (ngx_zk_lock_t *) data;
 
     if (lock->session->exiting) {
         return;
@@ -628,22 +628,22 @@ ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
     if (rc == ZNONODE
         || (rc == ZOK && stat && stat->ephemeralOwner == 0
             && (value_len <= 0
-                || (value_len == (int) sizeof(NGX_HTTP_ZK_LOCK_MARK) - 1
-                    && ngx_strncmp(value, NGX_HTTP_ZK_LOCK_MARK, value_len)
+                || (value_len == (int) sizeof(NGX_ZK_LOCK_MARK) - 1
+                    && ngx_strncmp(value, NGX_ZK_LOCK_MARK, value_len)
                        == 0))))
     {
-        lock->vet = NGX_HTTP_ZK_LOCK_VET_OK;
+        lock->vet = NGX_ZK_LOCK_VET_OK;
 
     } else if (rc == ZOK) {
-        lock->vet = NGX_HTTP_ZK_LOCK_VET_FOREIGN;
+        lock->vet = NGX_ZK_LOCK_VET_FOREIGN;
 
-    } else if (ngx_http_zk_lock_session_error(rc)) {
+    } else if (ngx_zk_lock_session_error(rc)) {
         /* read again by the next create, once reconnected */
-        lock->vet = NGX_HTTP_ZK_LOCK_VET_NONE;
+        lock->vet = NGX_ZK_LOCK_VET_NONE;
 
     } else {
         /* not to be read (its ACL): the create will tell */
-        lock->vet = NGX_HTTP_ZK_LOCK_VET_OK;
+        lock->vet = NGX_ZK_LOCK_VET_OK;
     }
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, &lock->session->log, 0,
@@ -655,7 +655,7 @@ ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
     lock->owner->vetted(lock);
     lock->refs--;
 
-    ngx_http_zk_lock_path_gc(lock);
+    ngx_zk_lock_path_gc(lock);
 }
 
 
@@ -671,12 +671,12 @@ ngx_http_zk_lock_path_vet_done(int rc, const char *value, int value_len,
  */
 
 void
-ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_path_window(ngx_zk_lock_t *lock)
 {
     u_char                      *name;
     ngx_uint_t                   i, k;
-    ngx_http_zk_lock_entry_t    *e;
-    ngx_http_zk_lock_listing_t  *l;
+    ngx_zk_lock_entry_t         *e;
+    ngx_zk_lock_listing_t       *l;
 
     l = &lock->listing;
     k = 0;
@@ -685,8 +685,8 @@ ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock)
         e = &l->entries[i];
 
         if (!e->gone) {
-            name = ngx_http_zk_lock_listing_name(l, e);
-            ngx_http_zk_lock_path_watch(lock, name);
+            name = ngx_zk_lock_listing_name(l, e);
+            ngx_zk_lock_path_watch(lock, name);
             k++;
         }
     }
@@ -697,7 +697,7 @@ ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock)
          * (and other workers' nodes between them) are listed now, once per
          * listing's worth of handoffs
          */
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
     }
 
     if (!lock->reads) {
@@ -708,8 +708,8 @@ ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock)
         e = &l->entries[i];
 
         if (!e->gone && e->write) {
-            name = ngx_http_zk_lock_listing_name(l, e);
-            ngx_http_zk_lock_path_watch(lock, name);
+            name = ngx_zk_lock_listing_name(l, e);
+            ngx_zk_lock_path_watch(lock, name);
             return;
         }
     }
@@ -717,23 +717,23 @@ ngx_http_zk_lock_path_window(ngx_http_zk_lock_t *lock)
 
 
 void
-ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
+ngx_zk_lock_path_watch(ngx_zk_lock_t *lock, u_char *name)
 {
     int                          rc;
     uint32_t                     seq;
     ngx_uint_t                   i;
-    ngx_http_zk_lock_watch_t    *w;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_watch_t         *w;
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     s = lock->session;
 
-    if (ngx_http_zk_lock_session_ours(s, name)) {
+    if (ngx_zk_lock_session_ours(s, name)) {
         /* this worker deletes it: the reply to its delete tells */
         return;
     }
 
-    seq = ngx_http_zk_lock_listing_seq(name, ngx_strlen(name));
+    seq = ngx_zk_lock_listing_seq(name, ngx_strlen(name));
 
     for (i = 0; i < lock->nwatched; i++) {
         if (lock->watched[i] == seq) {
@@ -742,7 +742,7 @@ ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
         }
     }
 
-    if (ngx_http_zk_lock_path_child(buf, lock, name) == NULL) {
+    if (ngx_zk_lock_path_child(buf, lock, name) == NULL) {
         return;
     }
 
@@ -754,7 +754,7 @@ ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
      * node that is already gone.  Watches on the same node are one watch.
      */
 
-    w = ngx_alloc(sizeof(ngx_http_zk_lock_watch_t), &s->log);
+    w = ngx_alloc(sizeof(ngx_zk_lock_watch_t), &s->log);
     if (w == NULL) {
         return;
     }
@@ -762,10 +762,10 @@ ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
     w->lock = lock;
     w->seq = seq;
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
-    rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
-                   ngx_http_zk_lock_path_watch_done, w);
+    rc = zoo_awget(s->zh, (char *) buf, ngx_zk_lock_session_watcher, s,
+                   ngx_zk_lock_path_watch_done, w);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
@@ -777,8 +777,8 @@ ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
 
     /* names without a sequence number are watched every time */
 
-    if (seq < NGX_HTTP_ZK_LOCK_SEQ_WRAPPED
-        && lock->nwatched < NGX_HTTP_ZK_LOCK_WATCHED)
+    if (seq < NGX_ZK_LOCK_SEQ_WRAPPED
+        && lock->nwatched < NGX_ZK_LOCK_WATCHED)
     {
         lock->watched[lock->nwatched++] = seq;
     }
@@ -788,7 +788,7 @@ ngx_http_zk_lock_path_watch(ngx_http_zk_lock_t *lock, u_char *name)
 
 
 void
-ngx_http_zk_lock_path_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
+ngx_zk_lock_path_unwatch(ngx_zk_lock_t *lock, uint32_t seq)
 {
     ngx_uint_t  i;
 
@@ -804,13 +804,13 @@ ngx_http_zk_lock_path_unwatch(ngx_http_zk_lock_t *lock, uint32_t seq)
 /* a watch asked for on a node that was already gone never fires */
 
 void
-ngx_http_zk_lock_path_unwatch_gone(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+ngx_zk_lock_path_unwatch_gone(ngx_zk_lock_t *lock,
+    ngx_zk_lock_child_t *children, ngx_uint_t n)
 {
     ngx_uint_t  i, lo;
 
     for (i = 0; i < lock->nwatched; /* void */ ) {
-        lo = ngx_http_zk_lock_listing_find(children, n, lock->watched[i]);
+        lo = ngx_zk_lock_listing_find(children, n, lock->watched[i]);
 
         if (lo < n && children[lo].seq == lock->watched[i]) {
             i++;
@@ -823,13 +823,13 @@ ngx_http_zk_lock_path_unwatch_gone(ngx_http_zk_lock_t *lock,
 
 
 static void
-ngx_http_zk_lock_path_watch_done(int rc, const char *value, int value_len,
+ngx_zk_lock_path_watch_done(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_watch_t  *w = (ngx_http_zk_lock_watch_t *) data;
+    ngx_zk_lock_watch_t  *w = (ngx_zk_lock_watch_t *) data;
 
     uint32_t             seq;
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t       *lock;
 
     lock = w->lock;
     seq = w->seq;
@@ -845,27 +845,27 @@ ngx_http_zk_lock_path_watch_done(int rc, const char *value, int value_len,
 
         /* gone between the listing and the watch: no watch is left */
 
-        ngx_http_zk_lock_path_unwatch(lock, seq);
+        ngx_zk_lock_path_unwatch(lock, seq);
 
         if (lock->deep) {
             lock->owner->gone(lock, seq);
 
         } else {
-            ngx_http_zk_lock_path_relist(lock);
+            ngx_zk_lock_path_relist(lock);
         }
     }
 
-    ngx_http_zk_lock_path_gc(lock);
+    ngx_zk_lock_path_gc(lock);
 }
 
 
 u_char *
-ngx_http_zk_lock_path_child(u_char *buf, ngx_http_zk_lock_t *lock,
+ngx_zk_lock_path_child(u_char *buf, ngx_zk_lock_t *lock,
     u_char *name)
 {
     u_char  *p;
 
-    if (lock->sn.str.len + ngx_strlen(name) + 2 > NGX_HTTP_ZK_LOCK_BUF_LEN) {
+    if (lock->sn.str.len + ngx_strlen(name) + 2 > NGX_ZK_LOCK_BUF_LEN) {
         return NULL;
     }
 
@@ -884,7 +884,7 @@ ngx_http_zk_lock_path_child(u_char *buf, ngx_http_zk_lock_t *lock,
  */
 
 const char *
-ngx_http_zk_lock_path_check_segment(ngx_str_t *seg, ngx_uint_t top)
+ngx_zk_lock_path_check_segment(ngx_str_t *seg, ngx_uint_t top)
 {
     u_char    *p, *last;
     uint32_t   u;
@@ -921,9 +921,9 @@ ngx_http_zk_lock_path_check_segment(ngx_str_t *seg, ngx_uint_t top)
             continue;
         }
 
-        u = ngx_http_zk_lock_path_utf8(&p, last);
+        u = ngx_zk_lock_path_utf8(&p, last);
 
-        if (u == NGX_HTTP_ZK_LOCK_BAD_UTF8) {
+        if (u == NGX_ZK_LOCK_BAD_UTF8) {
             return "not valid UTF-8";
         }
 
@@ -951,7 +951,7 @@ ngx_http_zk_lock_path_check_segment(ngx_str_t *seg, ngx_uint_t top)
  */
 
 static uint32_t
-ngx_http_zk_lock_path_utf8(u_char **pp, u_char *last)
+ngx_zk_lock_path_utf8(u_char **pp, u_char *last)
 {
     u_char    *p;
     uint32_t   u, min;
@@ -976,23 +976,23 @@ ngx_http_zk_lock_path_utf8(u_char **pp, u_char *last)
         min = 0x10000;
 
     } else {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+        return NGX_ZK_LOCK_BAD_UTF8;
     }
 
     if ((size_t) (last - p) < n) {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+        return NGX_ZK_LOCK_BAD_UTF8;
     }
 
     while (n--) {
         if ((*p & 0xc0) != 0x80) {
-            return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+            return NGX_ZK_LOCK_BAD_UTF8;
         }
 
         u = (u << 6) | (*p++ & 0x3f);
     }
 
     if (u < min || u > 0x10ffff) {
-        return NGX_HTTP_ZK_LOCK_BAD_UTF8;
+        return NGX_ZK_LOCK_BAD_UTF8;
     }
 
     *pp = p;

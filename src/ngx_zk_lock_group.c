@@ -7,25 +7,25 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_http_zk_lock_group.h"
+#include "ngx_zk_lock_group.h"
 
 
 /* a group's multi(): its results and their paths live until the reply */
 
 typedef struct {
-    ngx_http_zk_lock_node_t      *node;
+    ngx_zk_lock_node_t           *node;
     string_stat_completion_t      done;
     ngx_uint_t                    n;
     size_t                        len;        /* of one path */
     zoo_op_result_t              *results;
     u_char                       *paths;
-} ngx_http_zk_lock_multi_t;
+} ngx_zk_lock_multi_t;
 
 
-static void ngx_http_zk_lock_group_created(int rc, const void *data);
-static ngx_int_t ngx_http_zk_lock_group_passengers(
-    ngx_http_zk_lock_node_t *node, ngx_uint_t n);
-static void ngx_http_zk_lock_group_board(ngx_http_zk_lock_passenger_t *p,
+static void ngx_zk_lock_group_created(int rc, const void *data);
+static ngx_int_t ngx_zk_lock_group_passengers(
+    ngx_zk_lock_node_t *node, ngx_uint_t n);
+static void ngx_zk_lock_group_board(ngx_zk_lock_passenger_t *p,
     u_char *name, size_t len);
 
 
@@ -36,15 +36,15 @@ static void ngx_http_zk_lock_group_board(ngx_http_zk_lock_passenger_t *p,
  */
 
 ngx_int_t
-ngx_http_zk_lock_group_create(ngx_http_zk_lock_node_t *node, u_char *path,
+ngx_zk_lock_group_create(ngx_zk_lock_node_t *node, u_char *path,
     string_stat_completion_t done)
 {
     int                          rc;
     size_t                       len;
     ngx_uint_t                   i, n;
     zoo_op_t                    *ops;
-    ngx_http_zk_lock_multi_t    *m;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_multi_t         *m;
+    ngx_zk_lock_session_t       *s;
 
     s = node->lock->session;
     n = node->weight;
@@ -52,7 +52,7 @@ ngx_http_zk_lock_group_create(ngx_http_zk_lock_node_t *node, u_char *path,
     /* the path, the server's sequence number (with a sign), a null */
     len = ngx_strlen(path) + 11 + 1;
 
-    m = ngx_alloc(sizeof(ngx_http_zk_lock_multi_t)
+    m = ngx_alloc(sizeof(ngx_zk_lock_multi_t)
                   + n * (sizeof(zoo_op_result_t) + len), node->log);
     if (m == NULL) {
         return ZSYSTEMERROR;
@@ -81,7 +81,7 @@ ngx_http_zk_lock_group_create(ngx_http_zk_lock_node_t *node, u_char *path,
     }
 
     rc = zoo_amulti(s->zh, (int) n, ops, m->results,
-                    ngx_http_zk_lock_group_created, m);
+                    ngx_zk_lock_group_created, m);
 
     ngx_free(ops);
 
@@ -94,13 +94,13 @@ ngx_http_zk_lock_group_create(ngx_http_zk_lock_node_t *node, u_char *path,
 
 
 static void
-ngx_http_zk_lock_group_created(int rc, const void *data)
+ngx_zk_lock_group_created(int rc, const void *data)
 {
-    ngx_http_zk_lock_multi_t  *m = (ngx_http_zk_lock_multi_t *) data;
+    ngx_zk_lock_multi_t  *m = (ngx_zk_lock_multi_t *) data;
 
     u_char                   *name, *last;
     ngx_uint_t                i;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     node = m->node;
     last = NULL;
@@ -108,14 +108,14 @@ ngx_http_zk_lock_group_created(int rc, const void *data)
     /* the sequence numbers follow the order of the ops: the last is ours */
 
     if (rc == ZOK
-        && ngx_http_zk_lock_group_passengers(node, m->n - 1) == NGX_OK)
+        && ngx_zk_lock_group_passengers(node, m->n - 1) == NGX_OK)
     {
         for (i = 0; i + 1 < m->n; i++) {
             name = (u_char *) strrchr((char *) m->paths + i * m->len, '/');
             name = name ? name + 1 : m->paths + i * m->len;
 
-            ngx_http_zk_lock_group_board(&node->passengers[i], name,
-                                         ngx_strlen(name));
+            ngx_zk_lock_group_board(&node->passengers[i], name,
+                                    ngx_strlen(name));
         }
 
         last = m->paths + (m->n - 1) * m->len;
@@ -138,8 +138,8 @@ ngx_http_zk_lock_group_created(int rc, const void *data)
  */
 
 ngx_uint_t
-ngx_http_zk_lock_group_adopt(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, u_char *prefix,
+ngx_zk_lock_group_adopt(ngx_zk_lock_node_t *node,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, u_char *prefix,
     size_t len)
 {
     u_char      *name;
@@ -162,7 +162,7 @@ ngx_http_zk_lock_group_adopt(ngx_http_zk_lock_node_t *node,
         return last;
     }
 
-    if (ngx_http_zk_lock_group_passengers(node, found - 1) != NGX_OK) {
+    if (ngx_zk_lock_group_passengers(node, found - 1) != NGX_OK) {
         return n;
     }
 
@@ -172,8 +172,8 @@ ngx_http_zk_lock_group_adopt(ngx_http_zk_lock_node_t *node,
         name = children[i].name;
 
         if (i != last && ngx_strncmp(name, prefix, len) == 0) {
-            ngx_http_zk_lock_group_board(&node->passengers[found++], name,
-                                         children[i].len);
+            ngx_zk_lock_group_board(&node->passengers[found++], name,
+                                    children[i].len);
         }
     }
 
@@ -182,12 +182,12 @@ ngx_http_zk_lock_group_adopt(ngx_http_zk_lock_node_t *node,
 
 
 static ngx_int_t
-ngx_http_zk_lock_group_passengers(ngx_http_zk_lock_node_t *node,
+ngx_zk_lock_group_passengers(ngx_zk_lock_node_t *node,
     ngx_uint_t n)
 {
-    ngx_http_zk_lock_group_free(node);
+    ngx_zk_lock_group_free(node);
 
-    node->passengers = ngx_alloc(n * sizeof(ngx_http_zk_lock_passenger_t),
+    node->passengers = ngx_alloc(n * sizeof(ngx_zk_lock_passenger_t),
                                  node->log);
     if (node->passengers == NULL) {
         return NGX_ERROR;
@@ -200,14 +200,14 @@ ngx_http_zk_lock_group_passengers(ngx_http_zk_lock_node_t *node,
 
 
 static void
-ngx_http_zk_lock_group_board(ngx_http_zk_lock_passenger_t *p, u_char *name,
+ngx_zk_lock_group_board(ngx_zk_lock_passenger_t *p, u_char *name,
     size_t len)
 {
     len = ngx_min(len, sizeof(p->name) - 1);
 
     ngx_memcpy(p->name, name, len);
     p->name[len] = '\0';
-    p->seq = ngx_http_zk_lock_listing_seq(name, len);
+    p->seq = ngx_zk_lock_listing_seq(name, len);
 }
 
 
@@ -217,20 +217,20 @@ ngx_http_zk_lock_group_board(ngx_http_zk_lock_passenger_t *p, u_char *name,
  */
 
 void
-ngx_http_zk_lock_group_delete(ngx_http_zk_lock_node_t *node,
+ngx_zk_lock_group_delete(ngx_zk_lock_node_t *node,
     void_completion_t done)
 {
     int                          rc;
     ngx_uint_t                   i;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     s = node->lock->session;
 
     for (i = 0; i < node->npassengers; i++) {
 
-        if (ngx_http_zk_lock_path_child(buf, node->lock,
-                                        node->passengers[i].name)
+        if (ngx_zk_lock_path_child(buf, node->lock,
+                                   node->passengers[i].name)
             == NULL)
         {
             continue;
@@ -253,7 +253,7 @@ ngx_http_zk_lock_group_delete(ngx_http_zk_lock_node_t *node,
 /* the node's delete was answered: its passengers went before it */
 
 void
-ngx_http_zk_lock_group_gone(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_group_gone(ngx_zk_lock_node_t *node)
 {
     ngx_uint_t  i;
 
@@ -264,7 +264,7 @@ ngx_http_zk_lock_group_gone(ngx_http_zk_lock_node_t *node)
 
 
 void
-ngx_http_zk_lock_group_free(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_group_free(ngx_zk_lock_node_t *node)
 {
     if (node->passengers) {
         ngx_free(node->passengers);

@@ -8,8 +8,8 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_broker.h"
-#include "ngx_http_zk_lock_take.h"
+#include "ngx_zk_lock_broker.h"
+#include "ngx_zk_lock_take.h"
 
 
 /*
@@ -22,7 +22,7 @@
  *      v                v
  *    closed          released, closed
  *
- * A kept lease lent to the worker (see ngx_http_zk_lock_remote.c) is
+ * A kept lease lent to the worker (see ngx_zk_lock_remote.c) is
  * recalled with "r\n" when the pool wants it back, and when this worker
  * exits; the worker answers "b\n" if a request runs on it (it comes back
  * when the request ends), and says "e\n" before it closes one that it
@@ -31,42 +31,42 @@
 
 
 /* a broker keeps the worker alive while it holds for others, ms */
-#define NGX_HTTP_ZK_LOCK_BROKER_ALIVE  86400000
+#define NGX_ZK_LOCK_BROKER_ALIVE  86400000
 
 /* the trust in the session is told this often, a part of its timeout */
-#define NGX_HTTP_ZK_LOCK_BROKER_BEATS  8
+#define NGX_ZK_LOCK_BROKER_BEATS  8
 
 
 typedef struct {
     ngx_queue_t                   queue;      /* in the broker's asks */
     ngx_connection_t             *conn;
-    ngx_http_zk_lock_node_t      *node;       /* once asked */
+    ngx_zk_lock_node_t           *node;       /* once asked */
     size_t                        len;        /* read */
     size_t                        want;       /* the whole ask, once known */
-    u_char                        buf[NGX_HTTP_ZK_LOCK_BROKER_HEAD
-                                      + NGX_HTTP_ZK_LOCK_MAX_PATH
-                                      + NGX_HTTP_ZK_LOCK_BROKER_INFO];
-} ngx_http_zk_lock_ask_t;
+    u_char                        buf[NGX_ZK_LOCK_BROKER_HEAD
+                                      + NGX_ZK_LOCK_MAX_PATH
+                                      + NGX_ZK_LOCK_BROKER_INFO];
+} ngx_zk_lock_ask_t;
 
 
-static void ngx_http_zk_lock_broker_accept(ngx_event_t *ev);
-static void ngx_http_zk_lock_broker_read(ngx_event_t *rev);
-static ngx_int_t ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask);
-static void ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_broker_recall(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_broker_heard(ngx_http_zk_lock_ask_t *ask,
+static void ngx_zk_lock_broker_accept(ngx_event_t *ev);
+static void ngx_zk_lock_broker_read(ngx_event_t *rev);
+static ngx_int_t ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask);
+static void ngx_zk_lock_broker_told(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_broker_recall(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_broker_heard(ngx_zk_lock_ask_t *ask,
     u_char *p, ssize_t n);
-static ngx_int_t ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask);
-static u_char *ngx_http_zk_lock_broker_trust(u_char *p);
-static void ngx_http_zk_lock_broker_beat(ngx_event_t *ev);
-static void ngx_http_zk_lock_broker_alive(ngx_event_t *wev);
-static void ngx_http_zk_lock_broker_close(ngx_http_zk_lock_ask_t *ask);
+static ngx_int_t ngx_zk_lock_broker_exiting(ngx_zk_lock_ask_t *ask);
+static u_char *ngx_zk_lock_broker_trust(u_char *p);
+static void ngx_zk_lock_broker_beat(ngx_event_t *ev);
+static void ngx_zk_lock_broker_alive(ngx_event_t *wev);
+static void ngx_zk_lock_broker_close(ngx_zk_lock_ask_t *ask);
 
 
-static ngx_http_zk_lock_session_t  *ngx_http_zk_lock_broker_session;
-static ngx_array_t                 *ngx_http_zk_lock_broker_specs;
-static ngx_queue_t                  ngx_http_zk_lock_broker_asks;
-static ngx_event_t                  ngx_http_zk_lock_broker_beater;
+static ngx_zk_lock_session_t  *ngx_zk_lock_broker_session;
+static ngx_array_t                 *ngx_zk_lock_broker_specs;
+static ngx_queue_t                  ngx_zk_lock_broker_asks;
+static ngx_event_t                  ngx_zk_lock_broker_beater;
 
 
 /*
@@ -75,7 +75,7 @@ static ngx_event_t                  ngx_http_zk_lock_broker_beater;
  */
 
 socklen_t
-ngx_http_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
+ngx_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
     ngx_uint_t slot)
 {
     u_char  *p;
@@ -91,7 +91,7 @@ ngx_http_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
 
 
 ngx_int_t
-ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
+ngx_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
     ngx_array_t *specs, ngx_uint_t generation)
 {
     socklen_t           len;
@@ -99,9 +99,9 @@ ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
     ngx_connection_t   *c;
     struct sockaddr_un  sun;
 
-    ngx_http_zk_lock_broker_session = s;
-    ngx_http_zk_lock_broker_specs = specs;
-    ngx_queue_init(&ngx_http_zk_lock_broker_asks);
+    ngx_zk_lock_broker_session = s;
+    ngx_zk_lock_broker_specs = specs;
+    ngx_queue_init(&ngx_zk_lock_broker_asks);
 
     fd = ngx_socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd == (ngx_socket_t) -1) {
@@ -110,7 +110,7 @@ ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
         return NGX_ERROR;
     }
 
-    len = ngx_http_zk_lock_broker_addr(&sun, generation, ngx_worker);
+    len = ngx_zk_lock_broker_addr(&sun, generation, ngx_worker);
 
     /*
      * The name is free unless another process of this nginx has it: a
@@ -136,7 +136,7 @@ ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
 
     c->log = &s->log;
     c->read->log = c->log;
-    c->read->handler = ngx_http_zk_lock_broker_accept;
+    c->read->handler = ngx_zk_lock_broker_accept;
 
     /* a listening socket: left open at exit, as nginx's own are */
     c->read->accept = 1;
@@ -147,18 +147,18 @@ ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_http_zk_lock_session_t *s,
     }
 
     /* the debug log of a timer names its event's connection */
-    ngx_http_zk_lock_broker_beater.data = c;
-    ngx_http_zk_lock_broker_beater.handler = ngx_http_zk_lock_broker_beat;
-    ngx_http_zk_lock_broker_beater.log = &s->log;
-    ngx_http_zk_lock_broker_beater.cancelable = 1;
-    ngx_http_zk_lock_broker_beat(&ngx_http_zk_lock_broker_beater);
+    ngx_zk_lock_broker_beater.data = c;
+    ngx_zk_lock_broker_beater.handler = ngx_zk_lock_broker_beat;
+    ngx_zk_lock_broker_beater.log = &s->log;
+    ngx_zk_lock_broker_beater.cancelable = 1;
+    ngx_zk_lock_broker_beat(&ngx_zk_lock_broker_beater);
 
     return NGX_OK;
 }
 
 
 int64_t
-ngx_http_zk_lock_broker_clock(void)
+ngx_zk_lock_broker_clock(void)
 {
     struct timespec  ts;
 
@@ -169,12 +169,12 @@ ngx_http_zk_lock_broker_clock(void)
 
 
 static void
-ngx_http_zk_lock_broker_accept(ngx_event_t *ev)
+ngx_zk_lock_broker_accept(ngx_event_t *ev)
 {
     ngx_err_t                err;
     ngx_socket_t             fd;
     ngx_connection_t        *lc, *c;
-    ngx_http_zk_lock_ask_t  *ask;
+    ngx_zk_lock_ask_t       *ask;
 
     lc = ev->data;
 
@@ -196,7 +196,7 @@ ngx_http_zk_lock_broker_accept(ngx_event_t *ev)
         c = NULL;
 
         if (ngx_nonblocking(fd) != -1) {
-            ask = ngx_calloc(sizeof(ngx_http_zk_lock_ask_t), lc->log);
+            ask = ngx_calloc(sizeof(ngx_zk_lock_ask_t), lc->log);
         }
 
         if (ask) {
@@ -211,37 +211,37 @@ ngx_http_zk_lock_broker_accept(ngx_event_t *ev)
         }
 
         ask->conn = c;
-        ngx_queue_insert_tail(&ngx_http_zk_lock_broker_asks, &ask->queue);
+        ngx_queue_insert_tail(&ngx_zk_lock_broker_asks, &ask->queue);
         c->data = ask;
         c->log = lc->log;
         c->read->log = c->log;
         c->write->log = c->log;
-        c->read->handler = ngx_http_zk_lock_broker_read;
-        c->write->handler = ngx_http_zk_lock_broker_alive;
+        c->read->handler = ngx_zk_lock_broker_read;
+        c->write->handler = ngx_zk_lock_broker_alive;
 
         /* not cancelable: an exiting broker holds on for its askers */
-        ngx_add_timer(c->write, NGX_HTTP_ZK_LOCK_BROKER_ALIVE);
+        ngx_add_timer(c->write, NGX_ZK_LOCK_BROKER_ALIVE);
 
-        ngx_http_zk_lock_broker_read(c->read);
+        ngx_zk_lock_broker_read(c->read);
     }
 }
 
 
 static void
-ngx_http_zk_lock_broker_read(ngx_event_t *rev)
+ngx_zk_lock_broker_read(ngx_event_t *rev)
 {
     u_char                   sink[64];
     ssize_t                  n;
     ngx_err_t                err;
     ngx_connection_t        *c;
-    ngx_http_zk_lock_ask_t  *ask;
+    ngx_zk_lock_ask_t       *ask;
 
     c = rev->data;
     ask = c->data;
 
-    if (c->close && ngx_http_zk_lock_broker_exiting(ask) != NGX_OK) {
+    if (c->close && ngx_zk_lock_broker_exiting(ask) != NGX_OK) {
         /* worker_shutdown_timeout has passed */
-        ngx_http_zk_lock_broker_close(ask);
+        ngx_zk_lock_broker_close(ask);
         return;
     }
 
@@ -256,7 +256,7 @@ ngx_http_zk_lock_broker_read(ngx_event_t *rev)
         }
 
         if (n == 0) {
-            ngx_http_zk_lock_broker_close(ask);
+            ngx_zk_lock_broker_close(ask);
             return;
         }
 
@@ -267,25 +267,25 @@ ngx_http_zk_lock_broker_read(ngx_event_t *rev)
                 break;
             }
 
-            ngx_http_zk_lock_broker_close(ask);
+            ngx_zk_lock_broker_close(ask);
             return;
         }
 
         if (ask->node) {
-            ngx_http_zk_lock_broker_heard(ask, sink, n);
+            ngx_zk_lock_broker_heard(ask, sink, n);
             continue;
         }
 
         ask->len += n;
 
-        if (ngx_http_zk_lock_broker_ask(ask) != NGX_OK) {
-            ngx_http_zk_lock_broker_close(ask);
+        if (ngx_zk_lock_broker_ask(ask) != NGX_OK) {
+            ngx_zk_lock_broker_close(ask);
             return;
         }
     }
 
     if (ngx_handle_read_event(rev, 0) != NGX_OK) {
-        ngx_http_zk_lock_broker_close(ask);
+        ngx_zk_lock_broker_close(ask);
     }
 }
 
@@ -293,20 +293,20 @@ ngx_http_zk_lock_broker_read(ngx_event_t *rev)
 /* the ask, once whole, is taken: NGX_ERROR for a bad one */
 
 static ngx_int_t
-ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
+ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
 {
     u_char                    *p, *last, *f[5];
     ngx_int_t                  v[5];
     ngx_str_t                  path, info;
     ngx_uint_t                 i;
-    ngx_http_zk_lock_params_t  **specs;
+    ngx_zk_lock_params_t     **specs;
 
     last = ask->buf + ask->len;
 
     p = ngx_strlchr(ask->buf, last, '\n');
 
     if (p == NULL) {
-        return (ask->len < NGX_HTTP_ZK_LOCK_BROKER_HEAD) ? NGX_OK : NGX_ERROR;
+        return (ask->len < NGX_ZK_LOCK_BROKER_HEAD) ? NGX_OK : NGX_ERROR;
     }
 
     /* five numbers, separated by spaces */
@@ -329,9 +329,9 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
         }
     }
 
-    if ((ngx_uint_t) v[0] >= ngx_http_zk_lock_broker_specs->nelts
-        || v[1] == 0 || v[3] == 0 || v[3] > NGX_HTTP_ZK_LOCK_MAX_PATH
-        || v[4] > NGX_HTTP_ZK_LOCK_BROKER_INFO)
+    if ((ngx_uint_t) v[0] >= ngx_zk_lock_broker_specs->nelts
+        || v[1] == 0 || v[3] == 0 || v[3] > NGX_ZK_LOCK_MAX_PATH
+        || v[4] > NGX_ZK_LOCK_BROKER_INFO)
     {
         return NGX_ERROR;
     }
@@ -345,13 +345,13 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
     info.data = path.data + path.len;
     info.len = v[4];
 
-    specs = ngx_http_zk_lock_broker_specs->elts;
+    specs = ngx_zk_lock_broker_specs->elts;
 
-    ask->node = ngx_http_zk_lock_take(ngx_http_zk_lock_broker_session,
-                                      specs[v[0]], &path, v[1], &info, v[2],
-                                      ngx_http_zk_lock_broker_told,
-                                      ngx_http_zk_lock_broker_recall, ask,
-                                      ask->conn->log);
+    ask->node = ngx_zk_lock_take(ngx_zk_lock_broker_session,
+                                 specs[v[0]], &path, v[1], &info, v[2],
+                                 ngx_zk_lock_broker_told,
+                                 ngx_zk_lock_broker_recall, ask,
+                                 ask->conn->log);
     if (ask->node == NULL) {
         return NGX_ERROR;
     }
@@ -359,9 +359,9 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
     /* a lease lent: recalled once this worker exits, see exiting() */
     ask->conn->idle = ask->node->ticket;
 
-    if (ask->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+    if (ask->node->state == NGX_ZK_LOCK_HELD) {
         /* a lease that the broker kept */
-        ngx_http_zk_lock_broker_told(ask->node);
+        ngx_zk_lock_broker_told(ask->node);
     }
 
     return NGX_OK;
@@ -371,22 +371,22 @@ ngx_http_zk_lock_broker_ask(ngx_http_zk_lock_ask_t *ask)
 /* the node moved: the worker is told; one that cannot be, lets it go */
 
 static void
-ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_broker_told(ngx_zk_lock_node_t *node)
 {
-    u_char                   line[2 * NGX_HTTP_ZK_LOCK_BROKER_LINE], *p;
+    u_char                   line[2 * NGX_ZK_LOCK_BROKER_LINE], *p;
     ssize_t                  n;
-    ngx_http_zk_lock_ask_t  *ask;
+    ngx_zk_lock_ask_t       *ask;
 
     ask = node->data;
 
-    p = ngx_snprintf(line, NGX_HTTP_ZK_LOCK_BROKER_LINE,
-                     NGX_HTTP_ZK_LOCK_BROKER_TELL,
+    p = ngx_snprintf(line, NGX_ZK_LOCK_BROKER_LINE,
+                     NGX_ZK_LOCK_BROKER_TELL,
                      (int) node->state, node->error, node->seq, node->czxid,
                      (int) node->reused,
                      node->name_len ? node->name : (u_char *) "-");
 
-    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
-        p = ngx_http_zk_lock_broker_trust(p);
+    if (node->state == NGX_ZK_LOCK_HELD) {
+        p = ngx_zk_lock_broker_trust(p);
     }
 
     /* a few bytes to a socket that reads them: it has room, or is gone */
@@ -397,7 +397,7 @@ ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
         ngx_log_error(NGX_LOG_ERR, ask->conn->log, ngx_socket_errno,
                       "zk_sessions broker: a worker cannot be told of its "
                       "node \"%s\", released", node->name);
-        ngx_http_zk_lock_broker_close(ask);
+        ngx_zk_lock_broker_close(ask);
     }
 }
 
@@ -405,7 +405,7 @@ ngx_http_zk_lock_broker_told(ngx_http_zk_lock_node_t *node)
 /* what the worker says of a lease lent to it */
 
 static void
-ngx_http_zk_lock_broker_heard(ngx_http_zk_lock_ask_t *ask, u_char *p,
+ngx_zk_lock_broker_heard(ngx_zk_lock_ask_t *ask, u_char *p,
     ssize_t n)
 {
     for ( /* void */ ; n; p++, n--) {
@@ -414,7 +414,7 @@ ngx_http_zk_lock_broker_heard(ngx_http_zk_lock_ask_t *ask, u_char *p,
 
         case 'b':
             /* recalled while a request runs on it: not back at once */
-            ngx_http_zk_lock_take_late(ask->node);
+            ngx_zk_lock_take_late(ask->node);
             break;
 
         case 'e':
@@ -432,45 +432,45 @@ ngx_http_zk_lock_broker_heard(ngx_http_zk_lock_ask_t *ask, u_char *p,
 /* "h <deadline>": until when the session may be trusted, if at all */
 
 static u_char *
-ngx_http_zk_lock_broker_trust(u_char *p)
+ngx_zk_lock_broker_trust(u_char *p)
 {
     ngx_msec_t  trust;
 
-    trust = ngx_http_zk_lock_session_trust(ngx_http_zk_lock_broker_session);
+    trust = ngx_zk_lock_session_trust(ngx_zk_lock_broker_session);
 
     if (trust == 0) {
         return p;
     }
 
-    return ngx_sprintf(p, NGX_HTTP_ZK_LOCK_BROKER_TRUST,
-                       ngx_http_zk_lock_broker_clock() + (int64_t) trust);
+    return ngx_sprintf(p, NGX_ZK_LOCK_BROKER_TRUST,
+                       ngx_zk_lock_broker_clock() + (int64_t) trust);
 }
 
 
 static void
-ngx_http_zk_lock_broker_beat(ngx_event_t *ev)
+ngx_zk_lock_broker_beat(ngx_event_t *ev)
 {
-    u_char                   line[NGX_HTTP_ZK_LOCK_BROKER_LINE], *p;
+    u_char                   line[NGX_ZK_LOCK_BROKER_LINE], *p;
     ngx_msec_t               every;
     ngx_queue_t             *q;
-    ngx_http_zk_lock_ask_t  *ask;
+    ngx_zk_lock_ask_t       *ask;
 
-    p = ngx_http_zk_lock_broker_trust(line);
+    p = ngx_zk_lock_broker_trust(line);
 
-    for (q = ngx_queue_head(&ngx_http_zk_lock_broker_asks);
-         p != line && q != ngx_queue_sentinel(&ngx_http_zk_lock_broker_asks);
+    for (q = ngx_queue_head(&ngx_zk_lock_broker_asks);
+         p != line && q != ngx_queue_sentinel(&ngx_zk_lock_broker_asks);
          q = ngx_queue_next(q))
     {
-        ask = ngx_queue_data(q, ngx_http_zk_lock_ask_t, queue);
+        ask = ngx_queue_data(q, ngx_zk_lock_ask_t, queue);
 
-        if (ask->node && ask->node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        if (ask->node && ask->node->state == NGX_ZK_LOCK_HELD) {
             /* one that cannot take it is seen by read() */
             (void) send(ask->conn->fd, line, p - line, 0);
         }
     }
 
-    every = ngx_http_zk_lock_broker_session->negotiated
-            / NGX_HTTP_ZK_LOCK_BROKER_BEATS;
+    every = ngx_zk_lock_broker_session->negotiated
+            / NGX_ZK_LOCK_BROKER_BEATS;
 
     ngx_add_timer(ev, ngx_max(every, 100));
 }
@@ -479,9 +479,9 @@ ngx_http_zk_lock_broker_beat(ngx_event_t *ev)
 /* a few bytes to a socket that reads them: one gone is seen by read() */
 
 static void
-ngx_http_zk_lock_broker_recall(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_broker_recall(ngx_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_ask_t  *ask;
+    ngx_zk_lock_ask_t  *ask;
 
     ask = node->data;
 
@@ -495,7 +495,7 @@ ngx_http_zk_lock_broker_recall(ngx_http_zk_lock_node_t *node)
  */
 
 static ngx_int_t
-ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask)
+ngx_zk_lock_broker_exiting(ngx_zk_lock_ask_t *ask)
 {
     ngx_connection_t  *c;
 
@@ -510,7 +510,7 @@ ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask)
 
     if (!ask->node->recalled) {
         ask->node->recalled = 1;
-        ngx_http_zk_lock_broker_recall(ask->node);
+        ngx_zk_lock_broker_recall(ask->node);
     }
 
     return NGX_OK;
@@ -518,20 +518,20 @@ ngx_http_zk_lock_broker_exiting(ngx_http_zk_lock_ask_t *ask)
 
 
 static void
-ngx_http_zk_lock_broker_alive(ngx_event_t *wev)
+ngx_zk_lock_broker_alive(ngx_event_t *wev)
 {
     if (wev->timedout) {
         wev->timedout = 0;
-        ngx_add_timer(wev, NGX_HTTP_ZK_LOCK_BROKER_ALIVE);
+        ngx_add_timer(wev, NGX_ZK_LOCK_BROKER_ALIVE);
     }
 }
 
 
 static void
-ngx_http_zk_lock_broker_close(ngx_http_zk_lock_ask_t *ask)
+ngx_zk_lock_broker_close(ngx_zk_lock_ask_t *ask)
 {
     if (ask->node) {
-        ngx_http_zk_lock_release(ask->node);
+        ngx_zk_lock_release(ask->node);
         ask->node = NULL;
     }
 

@@ -4,14 +4,14 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_TAKE_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_TAKE_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_TAKE_H_INCLUDED_
+#define _NGX_ZK_LOCK_TAKE_H_INCLUDED_
 
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_http_zk_lock_recipe.h"
+#include "ngx_zk_lock_recipe.h"
 
 
 /*
@@ -21,14 +21,14 @@
  */
 
 typedef struct {
-    ngx_http_zk_lock_kind_e       kind;       /* its node, Curator's name */
+    ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
     ngx_uint_t                    leases;     /* or the default of: */
     ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
     ngx_uint_t                    transient;  /* levels from variables */
     unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
     unsigned                      revocable:1;  /* Curator's Revoker */
-} ngx_http_zk_lock_params_t;
+} ngx_zk_lock_params_t;
 
 
 /*
@@ -36,16 +36,16 @@ typedef struct {
  * it: Curator's mutex, semaphore or read/write lock, semaphore v2, or a
  * lease kept by the worker (keep=).  The request's layer and the broker
  * that takes locks for the workers without a session of their own (see
- * ngx_http_zk_lock_broker.c) both ask here.
+ * ngx_zk_lock_broker.c) both ask here.
  */
 
-ngx_http_zk_lock_node_t *ngx_http_zk_lock_take(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_http_zk_lock_notify_pt notify,
-    ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
-void ngx_http_zk_lock_take_late(ngx_http_zk_lock_node_t *node);
-ngx_msec_t ngx_http_zk_lock_kept(ngx_http_zk_lock_params_t *lp,
+ngx_zk_lock_node_t *ngx_zk_lock_take(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
+    ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
+void ngx_zk_lock_take_late(ngx_zk_lock_node_t *node);
+ngx_msec_t ngx_zk_lock_kept(ngx_zk_lock_params_t *lp,
     ngx_uint_t weight, ngx_uint_t try);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_TAKE_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_TAKE_H_INCLUDED_ */

@@ -8,7 +8,7 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_keep.h"
+#include "ngx_zk_lock_keep.h"
 
 
 /*
@@ -37,7 +37,7 @@
  * of each: the level L at which those that want more would get L each,
  * the others what they hold.  While anybody else waits:
  *
- *   - a lease idle for longer than a grace (NGX_HTTP_ZK_LOCK_KEEP_GRACE,
+ *   - a lease idle for longer than a grace (NGX_ZK_LOCK_KEEP_GRACE,
  *     a client's pause between two requests) is given back at once;
  *   - a lease whose request ends is given back when the worker holds more
  *     than L rounded up, or more than L rounded down while a participant
@@ -77,60 +77,60 @@
 
 
 /* a lease idle for less than this is between a client's requests, ms */
-#define NGX_HTTP_ZK_LOCK_KEEP_GRACE   10
+#define NGX_ZK_LOCK_KEEP_GRACE   10
 
 /*
  * Tickets wait this long for the leases recalled from the owners that
  * keep them (zk_sessions' siblings) before nodes queue, ms: an idle one
  * comes back within a round trip, a busy one says so at once
  */
-#define NGX_HTTP_ZK_LOCK_KEEP_PATIENCE  100
+#define NGX_ZK_LOCK_KEEP_PATIENCE  100
 
 /*
  * A lease over the worker's share serves its requests for this long before
  * it goes back, ms: writes on a path stay below 2 x leases a quantum
  */
-#define NGX_HTTP_ZK_LOCK_KEEP_QUANTUM  600
+#define NGX_ZK_LOCK_KEEP_QUANTUM  600
 
 /*
  * A node queued for requests that a lease freed in the worker served
  * instead waits this long for more, ms: two clients on one lease would
  * otherwise create and delete a node for every request
  */
-#define NGX_HTTP_ZK_LOCK_KEEP_LINGER  NGX_HTTP_ZK_LOCK_KEEP_GRACE
+#define NGX_ZK_LOCK_KEEP_LINGER  NGX_ZK_LOCK_KEEP_GRACE
 
 /* leases marked in one listing for the waiters that watch them */
-#define NGX_HTTP_ZK_LOCK_KEEP_DOOMED  16
+#define NGX_ZK_LOCK_KEEP_DOOMED  16
 
 
 typedef enum {
-    NGX_HTTP_ZK_LOCK_KEEP_QUEUED = 0,   /* its node waits in ZooKeeper */
-    NGX_HTTP_ZK_LOCK_KEEP_BUSY,         /* a request runs on it */
-    NGX_HTTP_ZK_LOCK_KEEP_IDLE          /* held, kept for the next one */
-} ngx_http_zk_lock_keep_e;
+    NGX_ZK_LOCK_KEEP_QUEUED = 0,   /* its node waits in ZooKeeper */
+    NGX_ZK_LOCK_KEEP_BUSY,         /* a request runs on it */
+    NGX_ZK_LOCK_KEEP_IDLE          /* held, kept for the next one */
+} ngx_zk_lock_keep_e;
 
 
 typedef struct {
     ngx_queue_t                   queue;      /* in pool->leases */
-    ngx_http_zk_lock_pool_t      *pool;
-    ngx_http_zk_lock_node_t      *node;
-    ngx_http_zk_lock_node_t      *ticket;     /* BUSY: its request's */
-    ngx_http_zk_lock_keep_e       state;
+    ngx_zk_lock_pool_t           *pool;
+    ngx_zk_lock_node_t           *node;
+    ngx_zk_lock_node_t           *ticket;     /* BUSY: its request's */
+    ngx_zk_lock_keep_e            state;
     ngx_uint_t                    doomed;     /* a waiter watches it */
     ngx_uint_t                    excess;     /* beyond a lowered count */
     ngx_event_t                   timer;      /* IDLE: keep, or the grace */
     ngx_msec_t                    since;      /* IDLE since */
     ngx_msec_t                    held_at;    /* its node came to hold */
-} ngx_http_zk_lock_lease_t;
+} ngx_zk_lock_lease_t;
 
 
-struct ngx_http_zk_lock_pool_s {
-    ngx_http_zk_lock_t           *lock;
+struct ngx_zk_lock_pool_s {
+    ngx_zk_lock_t                *lock;
     ngx_queue_t                   leases;     /* the idle first, see idle() */
     ngx_queue_t                   tickets;    /* waiting, first come first */
     ngx_uint_t                    ntickets;   /* alive, waiting or not */
     ngx_uint_t                    leases_n;   /* unless the counter says */
-    ngx_http_zk_lock_counter_t   *counter;
+    ngx_zk_lock_counter_t        *counter;
     ngx_msec_t                    keep;
     ngx_event_t                   linger;     /* queued, nobody waits */
     ngx_event_t                   patience;   /* for leases recalled */
@@ -159,85 +159,85 @@ typedef struct {
     size_t                        len;
     ngx_uint_t                    held;
     ngx_uint_t                    waiting;
-} ngx_http_zk_lock_part_t;
+} ngx_zk_lock_part_t;
 
 
-static ngx_http_zk_lock_pool_t *ngx_http_zk_lock_keep_pool(
-    ngx_http_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
+static ngx_zk_lock_pool_t *ngx_zk_lock_keep_pool(
+    ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient);
-static ngx_int_t ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s,
-    ngx_str_t *path, ngx_http_zk_lock_pool_t *pool, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter);
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_keep_ticket(
-    ngx_http_zk_lock_pool_t *pool, ngx_http_zk_lock_notify_pt notify,
-    ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
-static void ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool);
-static void ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease);
-static void ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
-    ngx_http_zk_lock_node_t *ticket);
-static void ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease);
-static ngx_uint_t ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool);
-static void ngx_http_zk_lock_keep_patience_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_keep_recall(ngx_http_zk_lock_lease_t *lease);
-static void ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease);
-static void ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
+static ngx_int_t ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s,
+    ngx_str_t *path, ngx_zk_lock_pool_t *pool, ngx_uint_t leases,
+    ngx_zk_lock_counter_t *counter);
+static ngx_zk_lock_node_t *ngx_zk_lock_keep_ticket(
+    ngx_zk_lock_pool_t *pool, ngx_zk_lock_notify_pt notify,
+    ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
+static void ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_node_notify(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
+    ngx_zk_lock_node_t *ticket);
+static void ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease);
+static ngx_uint_t ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_patience_handler(ngx_event_t *ev);
+static void ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_timer_handler(ngx_event_t *ev);
+static void ngx_zk_lock_keep_give_back(ngx_zk_lock_lease_t *lease,
     ngx_uint_t demand);
-static void ngx_http_zk_lock_keep_jeopardy(ngx_http_zk_lock_lease_t *lease);
-static void ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease);
-static void ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool,
+static void ngx_zk_lock_keep_jeopardy(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_drop(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_fail(ngx_zk_lock_pool_t *pool,
     int error);
-static void ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool);
-static void ngx_http_zk_lock_keep_linger(ngx_http_zk_lock_pool_t *pool);
-static void ngx_http_zk_lock_keep_linger_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket);
-static void ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket);
-static void ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_keep_hear(ngx_http_zk_lock_pool_t *pool);
-static void ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool);
-static void ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock);
-static ngx_uint_t ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_http_zk_lock_part_t *parts);
-static void ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
+static void ngx_zk_lock_keep_unqueue(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_linger(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_linger_handler(ngx_event_t *ev);
+static void ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket);
+static void ngx_zk_lock_keep_tell(ngx_zk_lock_node_t *ticket);
+static void ngx_zk_lock_keep_tell_handler(ngx_event_t *ev);
+static void ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_free(ngx_zk_lock_t *lock);
+static ngx_uint_t ngx_zk_lock_keep_parts(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_zk_lock_part_t *parts);
+static void ngx_zk_lock_keep_share(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
     ngx_uint_t *demand);
-static ngx_uint_t ngx_http_zk_lock_keep_level(ngx_uint_t *demand,
+static ngx_uint_t ngx_zk_lock_keep_level(ngx_uint_t *demand,
     ngx_uint_t nd, ngx_uint_t total, ngx_uint_t amount);
-static void ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
+static void ngx_zk_lock_keep_owed(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
     size_t len);
-static ngx_uint_t ngx_http_zk_lock_keep_same(ngx_http_zk_lock_part_t *a,
-    ngx_http_zk_lock_part_t *b);
-static ngx_uint_t ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *part, size_t len);
-static void ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_http_zk_lock_part_t *parts, ngx_uint_t np);
-static void ngx_http_zk_lock_keep_excess(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
-static size_t ngx_http_zk_lock_keep_prefix(ngx_http_zk_lock_child_t *child);
-static int ngx_libc_cdecl ngx_http_zk_lock_keep_part_cmp(const void *one,
+static ngx_uint_t ngx_zk_lock_keep_same(ngx_zk_lock_part_t *a,
+    ngx_zk_lock_part_t *b);
+static ngx_uint_t ngx_zk_lock_keep_ours(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_part_t *part, size_t len);
+static void ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np);
+static void ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
+static size_t ngx_zk_lock_keep_prefix(ngx_zk_lock_child_t *child);
+static int ngx_libc_cdecl ngx_zk_lock_keep_part_cmp(const void *one,
     const void *two);
-static int ngx_libc_cdecl ngx_http_zk_lock_keep_uint_cmp(const void *one,
+static int ngx_libc_cdecl ngx_zk_lock_keep_uint_cmp(const void *one,
     const void *two);
 
 
-static ngx_http_zk_lock_keep_report_pt  ngx_http_zk_lock_keep_report;
+static ngx_zk_lock_keep_report_pt  ngx_zk_lock_keep_report;
 
-static ngx_http_zk_lock_keeper_t  ngx_http_zk_lock_keeper = {
-    ngx_http_zk_lock_keep_release,
-    ngx_http_zk_lock_keep_free
+static ngx_zk_lock_keeper_t  ngx_zk_lock_keeper = {
+    ngx_zk_lock_keep_release,
+    ngx_zk_lock_keep_free
 };
 
 
 void
-ngx_http_zk_lock_keep_init(ngx_http_zk_lock_keep_report_pt report)
+ngx_zk_lock_keep_init(ngx_zk_lock_keep_report_pt report)
 {
-    ngx_http_zk_lock_keep_report = report;
-    ngx_http_zk_lock_recipe_keeper(&ngx_http_zk_lock_keeper);
+    ngx_zk_lock_keep_report = report;
+    ngx_zk_lock_recipe_keeper(&ngx_zk_lock_keeper);
 }
 
 
@@ -246,19 +246,19 @@ ngx_http_zk_lock_keep_init(ngx_http_zk_lock_keep_report_pt report)
  * one (its owner is told, as of a node)
  */
 
-ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
-    ngx_uint_t transient, void *tag, ngx_http_zk_lock_notify_pt notify,
-    ngx_http_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
+ngx_zk_lock_node_t *
+ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_uint_t leases, ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
+    ngx_uint_t transient, void *tag, ngx_zk_lock_notify_pt notify,
+    ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
 {
     ngx_queue_t               *q;
-    ngx_http_zk_lock_pool_t   *pool;
-    ngx_http_zk_lock_node_t   *ticket;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_pool_t        *pool;
+    ngx_zk_lock_node_t        *ticket;
+    ngx_zk_lock_lease_t       *lease;
 
-    pool = ngx_http_zk_lock_keep_pool(s, path, leases, counter, keep,
-                                      transient);
+    pool = ngx_zk_lock_keep_pool(s, path, leases, counter, keep,
+                                 transient);
     if (pool == NULL) {
         return NULL;
     }
@@ -266,9 +266,9 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     pool->keep = keep;
     pool->tag = tag;
 
-    ticket = ngx_http_zk_lock_keep_ticket(pool, notify, recall, data, log);
+    ticket = ngx_zk_lock_keep_ticket(pool, notify, recall, data, log);
     if (ticket == NULL) {
-        ngx_http_zk_lock_keep_gc(pool);
+        ngx_zk_lock_keep_gc(pool);
         return NULL;
     }
 
@@ -281,14 +281,14 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
          q != ngx_queue_sentinel(&pool->leases);
          q = ngx_queue_next(q))
     {
-        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (lease->state != NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+        if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
             break;
         }
 
-        if (lease->node->state == NGX_HTTP_ZK_LOCK_HELD) {
-            ngx_http_zk_lock_keep_grant(lease, ticket);
+        if (lease->node->state == NGX_ZK_LOCK_HELD) {
+            ngx_zk_lock_keep_grant(lease, ticket);
             return ticket;
         }
     }
@@ -301,11 +301,11 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
      * no node queues for it meanwhile (a create and a delete)
      */
 
-    if (ngx_http_zk_lock_keep_lent(pool) && !pool->patience.timer_set) {
-        ngx_add_timer(&pool->patience, NGX_HTTP_ZK_LOCK_KEEP_PATIENCE);
+    if (ngx_zk_lock_keep_lent(pool) && !pool->patience.timer_set) {
+        ngx_add_timer(&pool->patience, NGX_ZK_LOCK_KEEP_PATIENCE);
     }
 
-    ngx_http_zk_lock_keep_refill(pool);
+    ngx_zk_lock_keep_refill(pool);
 
     return ticket;
 }
@@ -313,21 +313,21 @@ ngx_http_zk_lock_keep_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
 /* the worker's pool on the path; made with its first node */
 
-static ngx_http_zk_lock_pool_t *
-ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_http_zk_lock_counter_t *counter, ngx_msec_t keep,
+static ngx_zk_lock_pool_t *
+ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_uint_t leases, ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient)
 {
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_t       *lock;
+    ngx_zk_lock_pool_t  *pool;
 
-    lock = ngx_http_zk_lock_path_find(s, path->data, path->len);
+    lock = ngx_zk_lock_path_find(s, path->data, path->len);
 
     if (lock && lock->pool) {
         return lock->pool;
     }
 
-    pool = ngx_calloc(sizeof(ngx_http_zk_lock_pool_t), &s->log);
+    pool = ngx_calloc(sizeof(ngx_zk_lock_pool_t), &s->log);
     if (pool == NULL) {
         return NULL;
     }
@@ -340,19 +340,19 @@ ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     pool->transient = transient;
     pool->free = 1;
 
-    pool->linger.handler = ngx_http_zk_lock_keep_linger_handler;
+    pool->linger.handler = ngx_zk_lock_keep_linger_handler;
     pool->linger.data = pool;
     pool->linger.log = &s->log;
     pool->linger.cancelable = 1;
 
-    pool->patience.handler = ngx_http_zk_lock_keep_patience_handler;
+    pool->patience.handler = ngx_zk_lock_keep_patience_handler;
     pool->patience.data = pool;
     pool->patience.log = &s->log;
     pool->patience.cancelable = 1;
 
     /* the lock is made, or found, by the pool's first node */
 
-    if (ngx_http_zk_lock_keep_queue(s, path, pool, leases, counter)
+    if (ngx_zk_lock_keep_queue(s, path, pool, leases, counter)
         != NGX_OK)
     {
         ngx_free(pool);
@@ -366,16 +366,16 @@ ngx_http_zk_lock_keep_pool(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 /* one more node of the pool queues */
 
 static ngx_int_t
-ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_pool_t *pool, ngx_uint_t leases,
-    ngx_http_zk_lock_counter_t *counter)
+ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_pool_t *pool, ngx_uint_t leases,
+    ngx_zk_lock_counter_t *counter)
 {
     u_char                    *p;
     ngx_str_t                  info;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_lease_t       *lease;
     u_char                     buf[256];
 
-    lease = ngx_calloc(sizeof(ngx_http_zk_lock_lease_t), &s->log);
+    lease = ngx_calloc(sizeof(ngx_zk_lock_lease_t), &s->log);
     if (lease == NULL) {
         return NGX_ERROR;
     }
@@ -388,11 +388,11 @@ ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     info.data = buf;
     info.len = p - buf;
 
-    lease->node = ngx_http_zk_lock_acquire(s, path, NGX_HTTP_ZK_LOCK_LEASE,
-                                           leases, 1, counter, &info,
-                                           pool->transient,
-                                           ngx_http_zk_lock_keep_node_notify,
-                                           lease, &s->log);
+    lease->node = ngx_zk_lock_acquire(s, path, NGX_ZK_LOCK_LEASE,
+                                      leases, 1, counter, &info,
+                                      pool->transient,
+                                      ngx_zk_lock_keep_node_notify,
+                                      lease, &s->log);
     if (lease->node == NULL) {
         ngx_free(lease);
         return NGX_ERROR;
@@ -400,8 +400,8 @@ ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 
     lease->node->pooled = 1;
     lease->pool = pool;
-    lease->state = NGX_HTTP_ZK_LOCK_KEEP_QUEUED;
-    lease->timer.handler = ngx_http_zk_lock_keep_timer_handler;
+    lease->state = NGX_ZK_LOCK_KEEP_QUEUED;
+    lease->timer.handler = ngx_zk_lock_keep_timer_handler;
     lease->timer.data = lease;
     lease->timer.log = &s->log;
     lease->timer.cancelable = 1;
@@ -424,21 +424,21 @@ ngx_http_zk_lock_keep_queue(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 }
 
 
-static ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_notify_pt notify, ngx_http_zk_lock_notify_pt recall,
+static ngx_zk_lock_node_t *
+ngx_zk_lock_keep_ticket(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall,
     void *data, ngx_log_t *log)
 {
-    ngx_http_zk_lock_node_t  *ticket;
+    ngx_zk_lock_node_t  *ticket;
 
-    ticket = ngx_calloc(sizeof(ngx_http_zk_lock_node_t), log);
+    ticket = ngx_calloc(sizeof(ngx_zk_lock_node_t), log);
     if (ticket == NULL) {
         return NULL;
     }
 
     ticket->lock = pool->lock;
-    ticket->state = NGX_HTTP_ZK_LOCK_PARKED;
-    ticket->kind = NGX_HTTP_ZK_LOCK_LEASE;
+    ticket->state = NGX_ZK_LOCK_PARKED;
+    ticket->kind = NGX_ZK_LOCK_LEASE;
     ticket->leases = pool->leases_n;
     ticket->weight = 1;
     ticket->ticket = 1;
@@ -446,7 +446,7 @@ ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
     ticket->recall = recall;
     ticket->data = data;
     ticket->log = log;
-    ticket->notify_event.handler = ngx_http_zk_lock_keep_tell_handler;
+    ticket->notify_event.handler = ngx_zk_lock_keep_tell_handler;
     ticket->notify_event.data = ticket;
     ticket->notify_event.log = &pool->lock->session->log;
 
@@ -462,12 +462,12 @@ ngx_http_zk_lock_keep_ticket(ngx_http_zk_lock_pool_t *pool,
  */
 
 static void
-ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool)
+ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool)
 {
     ngx_str_t                    path;
     ngx_uint_t                   want, tickets;
-    ngx_http_zk_lock_t          *lock;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_t               *lock;
+    ngx_zk_lock_session_t       *s;
 
     lock = pool->lock;
     s = lock->session;
@@ -492,12 +492,12 @@ ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool)
                    pool->queued, lock->tickets);
 
     while (pool->queued < want) {
-        if (ngx_http_zk_lock_keep_queue(s, &path, pool, pool->leases_n,
-                                        pool->counter)
+        if (ngx_zk_lock_keep_queue(s, &path, pool, pool->leases_n,
+                                   pool->counter)
             != NGX_OK)
         {
             if (pool->queued == 0) {
-                ngx_http_zk_lock_keep_fail(pool, ZSYSTEMERROR);
+                ngx_zk_lock_keep_fail(pool, ZSYSTEMERROR);
             }
 
             return;
@@ -509,36 +509,36 @@ ngx_http_zk_lock_keep_refill(ngx_http_zk_lock_pool_t *pool)
 /* a node of the pool is told: it holds, or it is lost */
 
 static void
-ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_keep_node_notify(ngx_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_pool_t   *pool;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_pool_t   *pool;
+    ngx_zk_lock_lease_t  *lease;
 
     lease = node->data;
     pool = lease->pool;
 
-    if (node->error == NGX_HTTP_ZK_LOCK_JEOPARDY) {
-        ngx_http_zk_lock_keep_jeopardy(lease);
-        ngx_http_zk_lock_keep_gc(pool);
+    if (node->error == NGX_ZK_LOCK_JEOPARDY) {
+        ngx_zk_lock_keep_jeopardy(lease);
+        ngx_zk_lock_keep_gc(pool);
         return;
     }
 
-    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+    if (node->state == NGX_ZK_LOCK_HELD) {
 
-        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
+        if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED) {
             pool->queued--;
             pool->held++;
-            ngx_http_zk_lock_keep_hear(pool);
-            ngx_http_zk_lock_keep_assign(lease);
-            ngx_http_zk_lock_keep_refill(pool);
-            ngx_http_zk_lock_keep_gc(pool);
+            ngx_zk_lock_keep_hear(pool);
+            ngx_zk_lock_keep_assign(lease);
+            ngx_zk_lock_keep_refill(pool);
+            ngx_zk_lock_keep_gc(pool);
         }
 
         return;
     }
 
-    ngx_http_zk_lock_keep_drop(lease);
-    ngx_http_zk_lock_keep_gc(pool);
+    ngx_zk_lock_keep_drop(lease);
+    ngx_zk_lock_keep_gc(pool);
 }
 
 
@@ -568,23 +568,23 @@ ngx_http_zk_lock_keep_node_notify(ngx_http_zk_lock_node_t *node)
  */
 
 static void
-ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
 {
     ngx_uint_t                fresh, wanted, exiting, keep;
     ngx_queue_t              *q;
-    ngx_http_zk_lock_pool_t  *pool;
-    ngx_http_zk_lock_node_t  *ticket;
+    ngx_zk_lock_pool_t       *pool;
+    ngx_zk_lock_node_t       *ticket;
 
     pool = lease->pool;
 
-    fresh = (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED);
+    fresh = (lease->state == NGX_ZK_LOCK_KEEP_QUEUED);
 
     if (fresh) {
         lease->held_at = ngx_current_msec;
     }
 
     wanted = !ngx_queue_empty(&pool->tickets)
-             && lease->node->state == NGX_HTTP_ZK_LOCK_HELD;
+             && lease->node->state == NGX_ZK_LOCK_HELD;
 
     exiting = ngx_exiting || ngx_terminate || ngx_quit;
 
@@ -609,7 +609,7 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
          * client's next request on its connection is a millisecond away
          */
         keep = fresh || ngx_current_msec - lease->held_at
-                        < NGX_HTTP_ZK_LOCK_KEEP_QUANTUM;
+                        < NGX_ZK_LOCK_KEEP_QUANTUM;
 
     } else {
         keep = 1;
@@ -621,7 +621,7 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
                        "its share %ui-%ui", pool->lock->path, pool->held,
                        pool->floor, pool->ceil);
 
-        ngx_http_zk_lock_keep_give_back(lease, !exiting);
+        ngx_zk_lock_keep_give_back(lease, !exiting);
         return;
     }
 
@@ -630,33 +630,33 @@ ngx_http_zk_lock_keep_assign(ngx_http_zk_lock_lease_t *lease)
         ngx_queue_remove(q);
         pool->lock->tickets--;
 
-        ticket = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
-        ngx_http_zk_lock_keep_grant(lease, ticket);
-        ngx_http_zk_lock_keep_tell(ticket);
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        ngx_zk_lock_keep_grant(lease, ticket);
+        ngx_zk_lock_keep_tell(ticket);
 
         if (pool->lock->tickets == 0) {
             /* served by a lease freed: the nodes queued for it wait */
-            ngx_http_zk_lock_keep_linger(pool);
+            ngx_zk_lock_keep_linger(pool);
         }
 
         return;
     }
 
-    ngx_http_zk_lock_keep_idle(lease);
+    ngx_zk_lock_keep_idle(lease);
 }
 
 
 /* the ticket holds: it shows its lease's node, the token included */
 
 static void
-ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
-    ngx_http_zk_lock_node_t *ticket)
+ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
+    ngx_zk_lock_node_t *ticket)
 {
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t  *node;
 
-    if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+    if (lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
         lease->pool->idle--;
-        ngx_http_zk_lock_keep_report(lease->pool->tag, -1, 0);
+        ngx_zk_lock_keep_report(lease->pool->tag, -1, 0);
 
         if (lease->timer.timer_set) {
             ngx_del_timer(&lease->timer);
@@ -666,16 +666,16 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
     node = lease->node;
 
     /* a lease held before this request: no ZooKeeper call made for it */
-    ticket->reused = (lease->state != NGX_HTTP_ZK_LOCK_KEEP_QUEUED);
+    ticket->reused = (lease->state != NGX_ZK_LOCK_KEEP_QUEUED);
 
-    lease->state = NGX_HTTP_ZK_LOCK_KEEP_BUSY;
+    lease->state = NGX_ZK_LOCK_KEEP_BUSY;
     lease->ticket = ticket;
 
     ngx_queue_remove(&lease->queue);
     ngx_queue_insert_tail(&lease->pool->leases, &lease->queue);
 
     ticket->kept = lease;
-    ticket->state = NGX_HTTP_ZK_LOCK_HELD;
+    ticket->state = NGX_ZK_LOCK_HELD;
     ticket->seq = node->seq;
     ticket->czxid = node->czxid;
     ticket->name_len = node->name_len;
@@ -685,7 +685,7 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
         || lease->pool->lock->tickets || ngx_exiting)
     {
         /* to come back at the end of its request, whoever owns it */
-        ngx_http_zk_lock_keep_recall(lease);
+        ngx_zk_lock_keep_recall(lease);
     }
 }
 
@@ -701,11 +701,11 @@ ngx_http_zk_lock_keep_grant(ngx_http_zk_lock_lease_t *lease,
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
+ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool)
 {
     ngx_uint_t                 waiting;
     ngx_queue_t               *q;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_lease_t       *lease;
 
     waiting = pool->lock->tickets;
     pool->recalled = 0;
@@ -714,9 +714,9 @@ ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
          q != ngx_queue_sentinel(&pool->leases);
          q = ngx_queue_next(q))
     {
-        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (lease->state != NGX_HTTP_ZK_LOCK_KEEP_BUSY
+        if (lease->state != NGX_ZK_LOCK_KEEP_BUSY
             || lease->ticket->recall == NULL)
         {
             continue;
@@ -731,7 +731,7 @@ ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
         if (waiting || pool->others || lease->doomed || lease->excess) {
             waiting -= (waiting > 0);
             pool->recalled++;
-            ngx_http_zk_lock_keep_recall(lease);
+            ngx_zk_lock_keep_recall(lease);
         }
     }
 
@@ -745,15 +745,15 @@ ngx_http_zk_lock_keep_lent(ngx_http_zk_lock_pool_t *pool)
  */
 
 void
-ngx_http_zk_lock_keep_late(ngx_http_zk_lock_node_t *ticket)
+ngx_zk_lock_keep_late(ngx_zk_lock_node_t *ticket)
 {
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_pool_t  *pool;
 
     pool = ticket->lock->pool;
 
-    if (ticket->state == NGX_HTTP_ZK_LOCK_HELD && pool->patience.timer_set) {
+    if (ticket->state == NGX_ZK_LOCK_HELD && pool->patience.timer_set) {
         ngx_del_timer(&pool->patience);
-        ngx_http_zk_lock_keep_refill(pool);
+        ngx_zk_lock_keep_refill(pool);
     }
 }
 
@@ -761,20 +761,20 @@ ngx_http_zk_lock_keep_late(ngx_http_zk_lock_node_t *ticket)
 /* the leases recalled did not all come back at once: nodes queue */
 
 static void
-ngx_http_zk_lock_keep_patience_handler(ngx_event_t *ev)
+ngx_zk_lock_keep_patience_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_pool_t  *pool;
 
     pool = ev->data;
 
-    ngx_http_zk_lock_keep_refill(pool);
+    ngx_zk_lock_keep_refill(pool);
 }
 
 
 static void
-ngx_http_zk_lock_keep_recall(ngx_http_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease)
 {
-    ngx_http_zk_lock_node_t  *ticket;
+    ngx_zk_lock_node_t  *ticket;
 
     ticket = lease->ticket;
 
@@ -786,24 +786,24 @@ ngx_http_zk_lock_keep_recall(ngx_http_zk_lock_lease_t *lease)
 
 
 static void
-ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
 {
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_pool_t  *pool;
 
     pool = lease->pool;
 
-    lease->state = NGX_HTTP_ZK_LOCK_KEEP_IDLE;
+    lease->state = NGX_ZK_LOCK_KEEP_IDLE;
     lease->ticket = NULL;
     lease->since = ngx_current_msec;
 
     pool->idle++;
-    ngx_http_zk_lock_keep_report(pool->tag, 1, 0);
+    ngx_zk_lock_keep_report(pool->tag, 1, 0);
 
     /* the last idle first: the one idle longest is the one let go */
     ngx_queue_remove(&lease->queue);
     ngx_queue_insert_head(&pool->leases, &lease->queue);
 
-    ngx_http_zk_lock_keep_check(lease);
+    ngx_zk_lock_keep_check(lease);
 }
 
 
@@ -813,14 +813,14 @@ ngx_http_zk_lock_keep_idle(ngx_http_zk_lock_lease_t *lease)
  */
 
 static void
-ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease)
 {
     ngx_msec_t                idle, limit;
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_pool_t       *pool;
 
     pool = lease->pool;
 
-    limit = ngx_min(pool->keep, NGX_HTTP_ZK_LOCK_KEEP_GRACE);
+    limit = ngx_min(pool->keep, NGX_ZK_LOCK_KEEP_GRACE);
 
     /*
      * a path built from a request is kept only while it is in use: one
@@ -841,9 +841,9 @@ ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
 
     if (idle >= limit || lease->excess
         || (lease->doomed && ngx_current_msec - lease->held_at
-                             >= NGX_HTTP_ZK_LOCK_KEEP_QUANTUM))
+                             >= NGX_ZK_LOCK_KEEP_QUANTUM))
     {
-        ngx_http_zk_lock_keep_give_back(lease, pool->others);
+        ngx_zk_lock_keep_give_back(lease, pool->others);
         return;
     }
 
@@ -852,17 +852,17 @@ ngx_http_zk_lock_keep_check(ngx_http_zk_lock_lease_t *lease)
 
 
 static void
-ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev)
+ngx_zk_lock_keep_timer_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_pool_t   *pool;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_pool_t   *pool;
+    ngx_zk_lock_lease_t  *lease;
 
     lease = ev->data;
     pool = lease->pool;
 
-    if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
-        ngx_http_zk_lock_keep_check(lease);
-        ngx_http_zk_lock_keep_gc(pool);
+    if (lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
+        ngx_zk_lock_keep_check(lease);
+        ngx_zk_lock_keep_gc(pool);
     }
 }
 
@@ -870,16 +870,16 @@ ngx_http_zk_lock_keep_timer_handler(ngx_event_t *ev)
 /* the lease's node is deleted; "demand": for somebody else who waits */
 
 static void
-ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
+ngx_zk_lock_keep_give_back(ngx_zk_lock_lease_t *lease,
     ngx_uint_t demand)
 {
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_pool_t  *pool;
 
     pool = lease->pool;
 
-    if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+    if (lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
         pool->idle--;
-        ngx_http_zk_lock_keep_report(pool->tag, -1, 0);
+        ngx_zk_lock_keep_report(pool->tag, -1, 0);
     }
 
     if (lease->timer.timer_set) {
@@ -887,14 +887,14 @@ ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
     }
 
     if (demand) {
-        ngx_http_zk_lock_keep_report(pool->tag, 0, 1);
+        ngx_zk_lock_keep_report(pool->tag, 0, 1);
     }
 
     pool->held--;
-    ngx_http_zk_lock_keep_hear(pool);
+    ngx_zk_lock_keep_hear(pool);
 
     ngx_queue_remove(&lease->queue);
-    ngx_http_zk_lock_release(lease->node);
+    ngx_zk_lock_release(lease->node);
     ngx_free(lease);
 }
 
@@ -907,31 +907,31 @@ ngx_http_zk_lock_keep_give_back(ngx_http_zk_lock_lease_t *lease,
  */
 
 static void
-ngx_http_zk_lock_keep_jeopardy(ngx_http_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_jeopardy(ngx_zk_lock_lease_t *lease)
 {
-    ngx_http_zk_lock_pool_t  *pool;
-    ngx_http_zk_lock_node_t  *ticket;
+    ngx_zk_lock_pool_t  *pool;
+    ngx_zk_lock_node_t  *ticket;
 
     pool = lease->pool;
 
     switch (lease->state) {
 
-    case NGX_HTTP_ZK_LOCK_KEEP_BUSY:
+    case NGX_ZK_LOCK_KEEP_BUSY:
         ticket = lease->ticket;
-        ticket->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
-        ngx_http_zk_lock_keep_tell(ticket);
+        ticket->error = NGX_ZK_LOCK_JEOPARDY;
+        ngx_zk_lock_keep_tell(ticket);
         return;
 
-    case NGX_HTTP_ZK_LOCK_KEEP_QUEUED:
+    case NGX_ZK_LOCK_KEEP_QUEUED:
         /* it came to hold in jeopardy: not a lease to run on */
         pool->queued--;
         pool->held++;
-        ngx_http_zk_lock_keep_give_back(lease, 0);
-        ngx_http_zk_lock_keep_refill(pool);
+        ngx_zk_lock_keep_give_back(lease, 0);
+        ngx_zk_lock_keep_refill(pool);
         return;
 
     default: /* IDLE */
-        ngx_http_zk_lock_keep_give_back(lease, 0);
+        ngx_zk_lock_keep_give_back(lease, 0);
     }
 }
 
@@ -943,68 +943,68 @@ ngx_http_zk_lock_keep_jeopardy(ngx_http_zk_lock_lease_t *lease)
  */
 
 static void
-ngx_http_zk_lock_keep_drop(ngx_http_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_drop(ngx_zk_lock_lease_t *lease)
 {
-    ngx_http_zk_lock_pool_t  *pool;
-    ngx_http_zk_lock_node_t  *node, *ticket;
+    ngx_zk_lock_pool_t  *pool;
+    ngx_zk_lock_node_t  *node, *ticket;
 
     pool = lease->pool;
     node = lease->node;
 
     switch (lease->state) {
 
-    case NGX_HTTP_ZK_LOCK_KEEP_QUEUED:
+    case NGX_ZK_LOCK_KEEP_QUEUED:
         pool->queued--;
 
         if (pool->queued == 0) {
-            ngx_http_zk_lock_keep_fail(pool, node->error);
+            ngx_zk_lock_keep_fail(pool, node->error);
         }
 
         break;
 
-    case NGX_HTTP_ZK_LOCK_KEEP_BUSY:
+    case NGX_ZK_LOCK_KEEP_BUSY:
         pool->held--;
 
         ticket = lease->ticket;
         ticket->kept = NULL;
-        ticket->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ticket->state = NGX_ZK_LOCK_FAILED;
         ticket->error = node->error;
-        ngx_http_zk_lock_keep_tell(ticket);
+        ngx_zk_lock_keep_tell(ticket);
         break;
 
     default: /* IDLE */
         pool->held--;
         pool->idle--;
-        ngx_http_zk_lock_keep_report(pool->tag, -1, 0);
+        ngx_zk_lock_keep_report(pool->tag, -1, 0);
     }
 
     if (lease->timer.timer_set) {
         ngx_del_timer(&lease->timer);
     }
 
-    ngx_http_zk_lock_keep_hear(pool);
+    ngx_zk_lock_keep_hear(pool);
 
     ngx_queue_remove(&lease->queue);
-    ngx_http_zk_lock_release(node);
+    ngx_zk_lock_release(node);
     ngx_free(lease);
 }
 
 
 static void
-ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool, int error)
+ngx_zk_lock_keep_fail(ngx_zk_lock_pool_t *pool, int error)
 {
     ngx_queue_t              *q;
-    ngx_http_zk_lock_node_t  *ticket;
+    ngx_zk_lock_node_t       *ticket;
 
     while (!ngx_queue_empty(&pool->tickets)) {
         q = ngx_queue_head(&pool->tickets);
         ngx_queue_remove(q);
         pool->lock->tickets--;
 
-        ticket = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
-        ticket->state = NGX_HTTP_ZK_LOCK_FAILED;
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        ticket->state = NGX_ZK_LOCK_FAILED;
         ticket->error = error;
-        ngx_http_zk_lock_keep_tell(ticket);
+        ngx_zk_lock_keep_tell(ticket);
     }
 }
 
@@ -1012,24 +1012,24 @@ ngx_http_zk_lock_keep_fail(ngx_http_zk_lock_pool_t *pool, int error)
 /* no request waits any more: neither do the nodes queued for them */
 
 static void
-ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool)
+ngx_zk_lock_keep_unqueue(ngx_zk_lock_pool_t *pool)
 {
     ngx_queue_t               *q, *nq;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_lease_t       *lease;
 
     for (q = ngx_queue_head(&pool->leases);
          q != ngx_queue_sentinel(&pool->leases);
          q = nq)
     {
         nq = ngx_queue_next(q);
-        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED
-            && lease->node->state != NGX_HTTP_ZK_LOCK_HELD)
+        if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED
+            && lease->node->state != NGX_ZK_LOCK_HELD)
         {
             pool->queued--;
             ngx_queue_remove(q);
-            ngx_http_zk_lock_release(lease->node);
+            ngx_zk_lock_release(lease->node);
             ngx_free(lease);
         }
     }
@@ -1039,24 +1039,24 @@ ngx_http_zk_lock_keep_unqueue(ngx_http_zk_lock_pool_t *pool)
 /* the nodes queued for nobody go, unless a request comes meanwhile */
 
 static void
-ngx_http_zk_lock_keep_linger(ngx_http_zk_lock_pool_t *pool)
+ngx_zk_lock_keep_linger(ngx_zk_lock_pool_t *pool)
 {
     if (pool->queued && !pool->linger.timer_set) {
-        ngx_add_timer(&pool->linger, NGX_HTTP_ZK_LOCK_KEEP_LINGER);
+        ngx_add_timer(&pool->linger, NGX_ZK_LOCK_KEEP_LINGER);
     }
 }
 
 
 static void
-ngx_http_zk_lock_keep_linger_handler(ngx_event_t *ev)
+ngx_zk_lock_keep_linger_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_pool_t  *pool;
+    ngx_zk_lock_pool_t  *pool;
 
     pool = ev->data;
 
     if (pool->lock->tickets == 0) {
-        ngx_http_zk_lock_keep_unqueue(pool);
-        ngx_http_zk_lock_keep_gc(pool);
+        ngx_zk_lock_keep_unqueue(pool);
+        ngx_zk_lock_keep_gc(pool);
     }
 }
 
@@ -1064,10 +1064,10 @@ ngx_http_zk_lock_keep_linger_handler(ngx_event_t *ev)
 /* the request is done with its ticket (see recipe release()) */
 
 static void
-ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
+ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
 {
-    ngx_http_zk_lock_pool_t   *pool;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_pool_t   *pool;
+    ngx_zk_lock_lease_t  *lease;
 
     pool = ticket->lock->pool;
 
@@ -1077,31 +1077,31 @@ ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
 
     switch (ticket->state) {
 
-    case NGX_HTTP_ZK_LOCK_PARKED:
+    case NGX_ZK_LOCK_PARKED:
         ngx_queue_remove(&ticket->queue);
         pool->lock->tickets--;
 
         if (pool->lock->tickets == 0) {
-            ngx_http_zk_lock_keep_linger(pool);
+            ngx_zk_lock_keep_linger(pool);
         }
 
         break;
 
-    case NGX_HTTP_ZK_LOCK_HELD:
+    case NGX_ZK_LOCK_HELD:
         lease = ticket->kept;
         lease->ticket = NULL;
 
-        if (lease->node->error == NGX_HTTP_ZK_LOCK_JEOPARDY
+        if (lease->node->error == NGX_ZK_LOCK_JEOPARDY
             || (ticket->spent && pool->lock->tickets == 0))
         {
             /* not kept: in jeopardy, or kept by its owner for "keep" */
-            ngx_http_zk_lock_keep_give_back(lease, 0);
+            ngx_zk_lock_keep_give_back(lease, 0);
 
         } else {
-            ngx_http_zk_lock_keep_assign(lease);
+            ngx_zk_lock_keep_assign(lease);
         }
 
-        ngx_http_zk_lock_keep_refill(pool);
+        ngx_zk_lock_keep_refill(pool);
         break;
 
     default: /* FAILED */
@@ -1111,12 +1111,12 @@ ngx_http_zk_lock_keep_release(ngx_http_zk_lock_node_t *ticket)
     ngx_free(ticket);
 
     pool->ntickets--;
-    ngx_http_zk_lock_keep_gc(pool);
+    ngx_zk_lock_keep_gc(pool);
 }
 
 
 static void
-ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket)
+ngx_zk_lock_keep_tell(ngx_zk_lock_node_t *ticket)
 {
     if (!ticket->notify_event.posted) {
         ngx_post_event(&ticket->notify_event, &ngx_posted_events);
@@ -1125,9 +1125,9 @@ ngx_http_zk_lock_keep_tell(ngx_http_zk_lock_node_t *ticket)
 
 
 static void
-ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev)
+ngx_zk_lock_keep_tell_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_node_t  *ticket;
+    ngx_zk_lock_node_t  *ticket;
 
     ticket = ev->data;
 
@@ -1148,9 +1148,9 @@ ngx_http_zk_lock_keep_tell_handler(ngx_event_t *ev)
  */
 
 static void
-ngx_http_zk_lock_keep_hear(ngx_http_zk_lock_pool_t *pool)
+ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
 {
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t  *lock;
 
     lock = pool->lock;
 
@@ -1159,7 +1159,7 @@ ngx_http_zk_lock_keep_hear(ngx_http_zk_lock_pool_t *pool)
 
     } else if (!lock->hear) {
         lock->hear = 1;
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
     }
 }
 
@@ -1167,9 +1167,9 @@ ngx_http_zk_lock_keep_hear(ngx_http_zk_lock_pool_t *pool)
 /* a pool with no lease and no ticket goes, and lets its lock go */
 
 static void
-ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool)
+ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
 {
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t  *lock;
 
     if (!ngx_queue_empty(&pool->leases) || pool->ntickets) {
         return;
@@ -1191,18 +1191,18 @@ ngx_http_zk_lock_keep_gc(ngx_http_zk_lock_pool_t *pool)
 
     ngx_free(pool);
 
-    ngx_http_zk_lock_path_gc(lock);
+    ngx_zk_lock_path_gc(lock);
 }
 
 
 /* the worker exits: its nodes go with the session, the recipe frees them */
 
 static void
-ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_keep_free(ngx_zk_lock_t *lock)
 {
     ngx_queue_t               *q;
-    ngx_http_zk_lock_pool_t   *pool;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_pool_t        *pool;
+    ngx_zk_lock_lease_t       *lease;
 
     pool = lock->pool;
 
@@ -1210,7 +1210,7 @@ ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock)
         q = ngx_queue_head(&pool->leases);
         ngx_queue_remove(q);
 
-        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
         if (lease->timer.timer_set) {
             ngx_del_timer(&lease->timer);
@@ -1240,14 +1240,14 @@ ngx_http_zk_lock_keep_free(ngx_http_zk_lock_t *lock)
  */
 
 void
-ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
+    ngx_zk_lock_child_t *children, ngx_uint_t n)
 {
     ngx_uint_t                 np, leases;
     ngx_queue_t               *q, *nq;
-    ngx_http_zk_lock_pool_t   *pool;
-    ngx_http_zk_lock_part_t   *parts;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_pool_t        *pool;
+    ngx_zk_lock_part_t        *parts;
+    ngx_zk_lock_lease_t       *lease;
 
     pool = lock->pool;
 
@@ -1257,7 +1257,7 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
 
     /* the participants, then their demands */
 
-    parts = ngx_alloc(n * sizeof(ngx_http_zk_lock_part_t)
+    parts = ngx_alloc(n * sizeof(ngx_zk_lock_part_t)
                       + (n + 1) * sizeof(ngx_uint_t), &lock->session->log);
     if (parts == NULL) {
         return;
@@ -1269,18 +1269,18 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
         leases = pool->counter->value;
     }
 
-    np = ngx_http_zk_lock_keep_parts(pool, children, n, leases, parts);
-    ngx_http_zk_lock_keep_share(pool, parts, np, leases,
-                                (ngx_uint_t *) (void *) &parts[n]);
-    ngx_http_zk_lock_keep_doom(pool, children, n, leases, parts, np);
+    np = ngx_zk_lock_keep_parts(pool, children, n, leases, parts);
+    ngx_zk_lock_keep_share(pool, parts, np, leases,
+                           (ngx_uint_t *) (void *) &parts[n]);
+    ngx_zk_lock_keep_doom(pool, children, n, leases, parts, np);
 
     ngx_free(parts);
 
-    ngx_http_zk_lock_keep_excess(pool, children, n, leases);
-    ngx_http_zk_lock_keep_lent(pool);
+    ngx_zk_lock_keep_excess(pool, children, n, leases);
+    ngx_zk_lock_keep_lent(pool);
 
     if (!pool->others) {
-        ngx_http_zk_lock_keep_gc(pool);
+        ngx_zk_lock_keep_gc(pool);
         return;
     }
 
@@ -1291,35 +1291,35 @@ ngx_http_zk_lock_keep_listed(ngx_http_zk_lock_t *lock,
          q = nq)
     {
         nq = ngx_queue_next(q);
-        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (lease->state != NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
+        if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
             break;
         }
 
-        ngx_http_zk_lock_keep_check(lease);
+        ngx_zk_lock_keep_check(lease);
     }
 
-    ngx_http_zk_lock_keep_gc(pool);
+    ngx_zk_lock_keep_gc(pool);
 }
 
 
 /* the participants of a listing, with their nodes held and waiting */
 
 static ngx_uint_t
-ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_http_zk_lock_part_t *parts)
+ngx_zk_lock_keep_parts(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_zk_lock_part_t *parts)
 {
     ngx_uint_t                i, np, participants;
-    ngx_http_zk_lock_part_t  *p;
+    ngx_zk_lock_part_t       *p;
 
     np = 0;
     participants = 0;
 
     for (i = 0; i < n; i++) {
 
-        if (children[i].seq >= NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
+        if (children[i].seq >= NGX_ZK_LOCK_SEQ_WRAPPED) {
             /* no participant: sorted last */
             break;
         }
@@ -1328,7 +1328,7 @@ ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
 
         p = &parts[np++];
         p->name = children[i].name;
-        p->len = ngx_http_zk_lock_keep_prefix(&children[i]);
+        p->len = ngx_zk_lock_keep_prefix(&children[i]);
         p->held = (i < leases);
         p->waiting = (i >= leases);
     }
@@ -1339,15 +1339,15 @@ ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
         return np;
     }
 
-    ngx_qsort(parts, np, sizeof(ngx_http_zk_lock_part_t),
-              ngx_http_zk_lock_keep_part_cmp);
+    ngx_qsort(parts, np, sizeof(ngx_zk_lock_part_t),
+              ngx_zk_lock_keep_part_cmp);
 
     /* one entry per participant */
 
     p = parts;
 
     for (i = 1; i < np; i++) {
-        if (ngx_http_zk_lock_keep_part_cmp(p, &parts[i]) == 0) {
+        if (ngx_zk_lock_keep_part_cmp(p, &parts[i]) == 0) {
             p->held += parts[i].held;
             p->waiting += parts[i].waiting;
             continue;
@@ -1369,13 +1369,13 @@ ngx_http_zk_lock_keep_parts(ngx_http_zk_lock_pool_t *pool,
  */
 
 static void
-ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
+ngx_zk_lock_keep_share(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
     ngx_uint_t *demand)
 {
     ngx_uint_t                 i, j, nd, total, level, share, held, ours;
     ngx_uint_t                 waits, found;
-    ngx_http_zk_lock_part_t   *p;
+    ngx_zk_lock_part_t        *p;
 
     /* this worker, as a demand: unbounded while a request of its waits */
 
@@ -1396,13 +1396,13 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
         held = 0;
         waits = 0;
 
-        for (j = i; j < np && ngx_http_zk_lock_keep_same(&parts[i],
-                                                         &parts[j]); j++)
+        for (j = i; j < np && ngx_zk_lock_keep_same(&parts[i],
+                                                    &parts[j]); j++)
         {
             p = &parts[j];
 
-            if (ngx_http_zk_lock_keep_ours(pool, p,
-                                           NGX_HTTP_ZK_LOCK_OURS_LEN))
+            if (ngx_zk_lock_keep_ours(pool, p,
+                                      NGX_ZK_LOCK_OURS_LEN))
             {
                 continue;
             }
@@ -1414,8 +1414,8 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
 
         total++;
 
-        if (ngx_http_zk_lock_keep_ours(pool, &parts[i],
-                                       NGX_HTTP_ZK_LOCK_INSTANCE_LEN))
+        if (ngx_zk_lock_keep_ours(pool, &parts[i],
+                                  NGX_ZK_LOCK_INSTANCE_LEN))
         {
             /* this nginx: its other workers and this one */
             found = 1;
@@ -1436,11 +1436,11 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
         demand[nd++] = share;
     }
 
-    level = ngx_http_zk_lock_keep_level(demand, nd, total, 1000 * leases);
+    level = ngx_zk_lock_keep_level(demand, nd, total, 1000 * leases);
     share = ngx_min(share, level);
 
-    ngx_http_zk_lock_keep_owed(pool, parts, np, level,
-                               NGX_HTTP_ZK_LOCK_INSTANCE_LEN);
+    ngx_zk_lock_keep_owed(pool, parts, np, level,
+                          NGX_ZK_LOCK_INSTANCE_LEN);
 
     /* the workers of this nginx, this one among them */
 
@@ -1454,9 +1454,9 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
     for (i = 0; i < np; i++) {
         p = &parts[i];
 
-        if (!ngx_http_zk_lock_keep_ours(pool, p,
-                                        NGX_HTTP_ZK_LOCK_INSTANCE_LEN)
-            || ngx_http_zk_lock_keep_ours(pool, p, NGX_HTTP_ZK_LOCK_OURS_LEN))
+        if (!ngx_zk_lock_keep_ours(pool, p,
+                                   NGX_ZK_LOCK_INSTANCE_LEN)
+            || ngx_zk_lock_keep_ours(pool, p, NGX_ZK_LOCK_OURS_LEN))
         {
             continue;
         }
@@ -1468,25 +1468,25 @@ ngx_http_zk_lock_keep_share(ngx_http_zk_lock_pool_t *pool,
         }
     }
 
-    level = ngx_http_zk_lock_keep_level(demand, nd, total, share);
+    level = ngx_zk_lock_keep_level(demand, nd, total, share);
 
     pool->floor = level / 1000;
     pool->ceil = (level + 999) / 1000;
 
-    ngx_http_zk_lock_keep_owed(pool, parts, np, level,
-                               NGX_HTTP_ZK_LOCK_OURS_LEN);
+    ngx_zk_lock_keep_owed(pool, parts, np, level,
+                          NGX_ZK_LOCK_OURS_LEN);
 }
 
 
 /* the level that "amount" fills among "total", "demand" those below it */
 
 static ngx_uint_t
-ngx_http_zk_lock_keep_level(ngx_uint_t *demand, ngx_uint_t nd,
+ngx_zk_lock_keep_level(ngx_uint_t *demand, ngx_uint_t nd,
     ngx_uint_t total, ngx_uint_t amount)
 {
     ngx_uint_t  i, left, all;
 
-    ngx_qsort(demand, nd, sizeof(ngx_uint_t), ngx_http_zk_lock_keep_uint_cmp);
+    ngx_qsort(demand, nd, sizeof(ngx_uint_t), ngx_zk_lock_keep_uint_cmp);
 
     all = amount;
 
@@ -1514,8 +1514,8 @@ ngx_http_zk_lock_keep_level(ngx_uint_t *demand, ngx_uint_t nd,
  */
 
 static void
-ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
+ngx_zk_lock_keep_owed(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
     size_t len)
 {
     ngx_uint_t  i, j, held, waits, due, even;
@@ -1528,8 +1528,8 @@ ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
         waits = 0;
 
         for (j = i; j < np; j++) {
-            if (len == NGX_HTTP_ZK_LOCK_INSTANCE_LEN
-                ? !ngx_http_zk_lock_keep_same(&parts[i], &parts[j])
+            if (len == NGX_ZK_LOCK_INSTANCE_LEN
+                ? !ngx_zk_lock_keep_same(&parts[i], &parts[j])
                 : j > i)
             {
                 break;
@@ -1541,10 +1541,10 @@ ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
 
         /* the other instances; or the other workers of this one */
 
-        if (ngx_http_zk_lock_keep_ours(pool, &parts[i], len)
-            || (len == NGX_HTTP_ZK_LOCK_OURS_LEN
-                && !ngx_http_zk_lock_keep_ours(pool, &parts[i],
-                                        NGX_HTTP_ZK_LOCK_INSTANCE_LEN)))
+        if (ngx_zk_lock_keep_ours(pool, &parts[i], len)
+            || (len == NGX_ZK_LOCK_OURS_LEN
+                && !ngx_zk_lock_keep_ours(pool, &parts[i],
+                                        NGX_ZK_LOCK_INSTANCE_LEN)))
         {
             continue;
         }
@@ -1565,26 +1565,26 @@ ngx_http_zk_lock_keep_owed(ngx_http_zk_lock_pool_t *pool,
 /* the parts of one instance: workers of one nginx, or one Curator node */
 
 static ngx_uint_t
-ngx_http_zk_lock_keep_same(ngx_http_zk_lock_part_t *a,
-    ngx_http_zk_lock_part_t *b)
+ngx_zk_lock_keep_same(ngx_zk_lock_part_t *a,
+    ngx_zk_lock_part_t *b)
 {
-    if (a->len != NGX_HTTP_ZK_LOCK_OURS_LEN
-        || b->len != NGX_HTTP_ZK_LOCK_OURS_LEN)
+    if (a->len != NGX_ZK_LOCK_OURS_LEN
+        || b->len != NGX_ZK_LOCK_OURS_LEN)
     {
         return a == b;
     }
 
-    return ngx_memcmp(a->name, b->name, NGX_HTTP_ZK_LOCK_INSTANCE_LEN) == 0;
+    return ngx_memcmp(a->name, b->name, NGX_ZK_LOCK_INSTANCE_LEN) == 0;
 }
 
 
 /* this worker's nodes (OURS_LEN), or this nginx's (INSTANCE_LEN) */
 
 static ngx_uint_t
-ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_part_t *part, size_t len)
+ngx_zk_lock_keep_ours(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_part_t *part, size_t len)
 {
-    return part->len == NGX_HTTP_ZK_LOCK_OURS_LEN
+    return part->len == NGX_ZK_LOCK_OURS_LEN
            && ngx_memcmp(part->name, pool->lock->session->ours, len) == 0;
 }
 
@@ -1598,38 +1598,38 @@ ngx_http_zk_lock_keep_ours(ngx_http_zk_lock_pool_t *pool,
  */
 
 static void
-ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_http_zk_lock_part_t *parts, ngx_uint_t np)
+ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np)
 {
     ngx_uint_t                 i, found;
     ngx_queue_t               *q;
-    ngx_http_zk_lock_part_t    key, *p;
-    ngx_http_zk_lock_lease_t  *lease;
-    ngx_http_zk_lock_child_t  *w;
+    ngx_zk_lock_part_t         key, *p;
+    ngx_zk_lock_lease_t       *lease;
+    ngx_zk_lock_child_t       *w;
 
     found = 0;
 
     for (i = leases;
-         i < n && children[i].seq < NGX_HTTP_ZK_LOCK_SEQ_WRAPPED
-         && found < NGX_HTTP_ZK_LOCK_KEEP_DOOMED;
+         i < n && children[i].seq < NGX_ZK_LOCK_SEQ_WRAPPED
+         && found < NGX_ZK_LOCK_KEEP_DOOMED;
          i++)
     {
         key.name = children[i].name;
-        key.len = ngx_http_zk_lock_keep_prefix(&children[i]);
+        key.len = ngx_zk_lock_keep_prefix(&children[i]);
 
-        if (ngx_http_zk_lock_keep_ours(pool, &key, NGX_HTTP_ZK_LOCK_OURS_LEN))
+        if (ngx_zk_lock_keep_ours(pool, &key, NGX_ZK_LOCK_OURS_LEN))
         {
             continue;
         }
 
-        p = bsearch(&key, parts, np, sizeof(ngx_http_zk_lock_part_t),
-                    ngx_http_zk_lock_keep_part_cmp);
+        p = bsearch(&key, parts, np, sizeof(ngx_zk_lock_part_t),
+                    ngx_zk_lock_keep_part_cmp);
 
         w = &children[i - leases];
 
         if (p == NULL || p->held
-            || !ngx_http_zk_lock_session_ours(pool->lock->session, w->name))
+            || !ngx_zk_lock_session_ours(pool->lock->session, w->name))
         {
             continue;
         }
@@ -1638,10 +1638,10 @@ ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
              q != ngx_queue_sentinel(&pool->leases);
              q = ngx_queue_next(q))
         {
-            lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+            lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
             if (lease->node->seq == w->seq
-                && lease->state != NGX_HTTP_ZK_LOCK_KEEP_QUEUED)
+                && lease->state != NGX_ZK_LOCK_KEEP_QUEUED)
             {
                 lease->doomed = 1;
                 found++;
@@ -1660,12 +1660,12 @@ ngx_http_zk_lock_keep_doom(ngx_http_zk_lock_pool_t *pool,
  */
 
 static void
-ngx_http_zk_lock_keep_excess(ngx_http_zk_lock_pool_t *pool,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases)
+ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases)
 {
     ngx_uint_t                 i;
     ngx_queue_t               *q, *nq;
-    ngx_http_zk_lock_lease_t  *lease;
+    ngx_zk_lock_lease_t       *lease;
 
     if (pool->held == 0) {
         return;
@@ -1676,24 +1676,24 @@ ngx_http_zk_lock_keep_excess(ngx_http_zk_lock_pool_t *pool,
          q = nq)
     {
         nq = ngx_queue_next(q);
-        lease = ngx_queue_data(q, ngx_http_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (lease->state == NGX_HTTP_ZK_LOCK_KEEP_QUEUED) {
+        if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED) {
             continue;
         }
 
         for (i = leases; i < n; i++) {
             if (children[i].seq == lease->node->seq
-                && ngx_http_zk_lock_session_ours(pool->lock->session,
-                                                 children[i].name))
+                && ngx_zk_lock_session_ours(pool->lock->session,
+                                            children[i].name))
             {
                 lease->excess = 1;
                 break;
             }
         }
 
-        if (lease->excess && lease->state == NGX_HTTP_ZK_LOCK_KEEP_IDLE) {
-            ngx_http_zk_lock_keep_give_back(lease, 0);
+        if (lease->excess && lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
+            ngx_zk_lock_keep_give_back(lease, 0);
         }
     }
 }
@@ -1702,18 +1702,18 @@ ngx_http_zk_lock_keep_excess(ngx_http_zk_lock_pool_t *pool,
 /* a participant's name: a worker's nodes share the start of their UUID */
 
 static size_t
-ngx_http_zk_lock_keep_prefix(ngx_http_zk_lock_child_t *child)
+ngx_zk_lock_keep_prefix(ngx_zk_lock_child_t *child)
 {
-    return (child->len > NGX_HTTP_ZK_LOCK_OURS_LEN
+    return (child->len > NGX_ZK_LOCK_OURS_LEN
             && ngx_strncmp(child->name, "_c_", 3) == 0)
-           ? NGX_HTTP_ZK_LOCK_OURS_LEN : child->len;
+           ? NGX_ZK_LOCK_OURS_LEN : child->len;
 }
 
 
 static int ngx_libc_cdecl
-ngx_http_zk_lock_keep_part_cmp(const void *one, const void *two)
+ngx_zk_lock_keep_part_cmp(const void *one, const void *two)
 {
-    const ngx_http_zk_lock_part_t  *a = one, *b = two;
+    const ngx_zk_lock_part_t  *a = one, *b = two;
 
     if (a->len != b->len) {
         return (a->len < b->len) ? -1 : 1;
@@ -1724,7 +1724,7 @@ ngx_http_zk_lock_keep_part_cmp(const void *one, const void *two)
 
 
 static int ngx_libc_cdecl
-ngx_http_zk_lock_keep_uint_cmp(const void *one, const void *two)
+ngx_zk_lock_keep_uint_cmp(const void *one, const void *two)
 {
     const ngx_uint_t  *a = one, *b = two;
 

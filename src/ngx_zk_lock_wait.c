@@ -8,8 +8,8 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_wait.h"
-#include "ngx_http_zk_lock_keep.h"
+#include "ngx_zk_lock_wait.h"
+#include "ngx_zk_lock_keep.h"
 
 
 /*
@@ -18,26 +18,26 @@
  * number, and holds below its lease count; the waiters watch the nodes
  * ahead of them, count each deletion heard of, and hold once fewer than
  * their lease count are left, without a listing when they can (see
- * ngx_http_zk_lock_wait_gone()).  The recipe (recipe.c) makes the moves:
+ * ngx_zk_lock_wait_gone()).  The recipe (recipe.c) makes the moves:
  * this file decides them.
  */
 
 
 /* lease counts told apart when choosing the nodes to watch */
-#define NGX_HTTP_ZK_LOCK_MAX_KINDS      8
+#define NGX_ZK_LOCK_MAX_KINDS      8
 
 /*
- * A listing longer than NGX_HTTP_ZK_LOCK_DEEP is a deep queue, where a
+ * A listing longer than NGX_ZK_LOCK_DEEP is a deep queue, where a
  * worker watches the nodes at its head, see path_window(), up to MAX_SPAN of
  * them; the queue stays deep until a quarter of that is left, lest it list
  * at each handoff of its tail.  Not a setting: the tests build the module
- * once more with -DNGX_HTTP_ZK_LOCK_DEEP=0, which makes every queue deep,
+ * once more with -DNGX_ZK_LOCK_DEEP=0, which makes every queue deep,
  * to run the deep-queue paths under every scenario (see README, Layout).
  */
-#ifndef NGX_HTTP_ZK_LOCK_DEEP
-#define NGX_HTTP_ZK_LOCK_DEEP           64
+#ifndef NGX_ZK_LOCK_DEEP
+#define NGX_ZK_LOCK_DEEP           64
 #endif
-#define NGX_HTTP_ZK_LOCK_MAX_SPAN       8
+#define NGX_ZK_LOCK_MAX_SPAN       8
 
 
 /* the first waiter of this worker with a lease count, in a listing */
@@ -45,67 +45,67 @@
 typedef struct {
     ngx_uint_t                    leases;
     ngx_uint_t                    index;
-    ngx_http_zk_lock_node_t      *node;
-} ngx_http_zk_lock_first_t;
+    ngx_zk_lock_node_t           *node;
+} ngx_zk_lock_first_t;
 
 
 /* a listing, as wait_listed() places the nodes of this worker in it */
 
 typedef struct {
-    ngx_http_zk_lock_child_t     *children;
+    ngx_zk_lock_child_t          *children;
     ngx_uint_t                    n;
     ngx_uint_t                    first_write;
     ngx_uint_t                    span;       /* the most leases waited for */
     ngx_uint_t                    nfirsts;
-    ngx_http_zk_lock_first_t      firsts[NGX_HTTP_ZK_LOCK_MAX_KINDS];
+    ngx_zk_lock_first_t           firsts[NGX_ZK_LOCK_MAX_KINDS];
 
     unsigned                      reads:1;    /* readers wait */
     unsigned                      deferred:1; /* a deep queue's late nodes */
-} ngx_http_zk_lock_placing_t;
+} ngx_zk_lock_placing_t;
 
 
-static void ngx_http_zk_lock_wait_listed(ngx_http_zk_lock_t *lock,
+static void ngx_zk_lock_wait_listed(ngx_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id);
-static ngx_int_t ngx_http_zk_lock_wait_parse(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_wait_place(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_wait_behind(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
+static ngx_int_t ngx_zk_lock_wait_parse(ngx_zk_lock_t *lock,
+    const struct String_vector *strings, ngx_zk_lock_placing_t *pl);
+static void ngx_zk_lock_wait_place(ngx_zk_lock_t *lock,
+    ngx_zk_lock_node_t *node, ngx_zk_lock_placing_t *pl);
+static void ngx_zk_lock_wait_behind(ngx_zk_lock_t *lock,
+    ngx_zk_lock_node_t *node, ngx_zk_lock_placing_t *pl,
     ngx_uint_t i, ngx_uint_t leases);
-static void ngx_http_zk_lock_wait_watches(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_placing_t *pl);
-static void ngx_http_zk_lock_wait_gone(ngx_http_zk_lock_t *lock, uint32_t seq);
-static void ngx_http_zk_lock_wait_promote(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_wait_self(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_wait_self_done(int rc, const struct Stat *stat,
+static void ngx_zk_lock_wait_watches(ngx_zk_lock_t *lock,
+    ngx_zk_lock_placing_t *pl);
+static void ngx_zk_lock_wait_gone(ngx_zk_lock_t *lock, uint32_t seq);
+static void ngx_zk_lock_wait_promote(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_wait_self(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_wait_self_done(int rc, const struct Stat *stat,
     const void *data);
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_wait_own(
-    ngx_http_zk_lock_t *lock, uint32_t seq);
-static void ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_node_t *node);
+static ngx_zk_lock_node_t *ngx_zk_lock_wait_own(
+    ngx_zk_lock_t *lock, uint32_t seq);
+static void ngx_zk_lock_wait_self_deleted(ngx_zk_lock_node_t *node);
 
 
 /* what a lock path tells: a listing, a node gone (see recipe_handler()) */
 
-ngx_http_zk_lock_owner_t  ngx_http_zk_lock_wait_owner = {
-    ngx_http_zk_lock_wait_listed,
-    ngx_http_zk_lock_wait_gone,
-    ngx_http_zk_lock_recipe_vetted
+ngx_zk_lock_owner_t  ngx_zk_lock_wait_owner = {
+    ngx_zk_lock_wait_listed,
+    ngx_zk_lock_wait_gone,
+    ngx_zk_lock_recipe_vetted
 };
 
 
 /* a watch fired: the session's watch handler */
 
 void
-ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
+ngx_zk_lock_wait_event(ngx_zk_lock_session_t *s, int type,
     const char *path)
 {
     u_char                   *p;
     uint32_t                  seq;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t            *lock;
+    ngx_zk_lock_node_t       *node;
 
-    if (ngx_http_zk_lock_counter_watch(s, path) == NGX_OK) {
+    if (ngx_zk_lock_counter_watch(s, path) == NGX_OK) {
         return;
     }
 
@@ -122,7 +122,7 @@ ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
         }
     }
 
-    lock = ngx_http_zk_lock_path_find(s, (u_char *) path,
+    lock = ngx_zk_lock_path_find(s, (u_char *) path,
                                         p - (u_char *) path);
 
     if (lock == NULL) {
@@ -130,28 +130,28 @@ ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
     }
 
     if (type == ZOO_CHILD_EVENT) {
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
         return;
     }
 
-    seq = ngx_http_zk_lock_listing_seq(p + 1, ngx_strlen(p + 1));
+    seq = ngx_zk_lock_listing_seq(p + 1, ngx_strlen(p + 1));
 
-    if (ngx_http_zk_lock_session_ours(s, p + 1)) {
+    if (ngx_zk_lock_session_ours(s, p + 1)) {
 
         /* not one being deleted by us: the delete's reply counts it */
 
-        node = ngx_http_zk_lock_wait_own(lock, seq);
+        node = ngx_zk_lock_wait_own(lock, seq);
 
         if (node == NULL) {
             return;
         }
 
         if (type == ZOO_DELETED_EVENT) {
-            ngx_http_zk_lock_wait_self_deleted(node);
+            ngx_zk_lock_wait_self_deleted(node);
 
         } else if (type == ZOO_CHANGED_EVENT) {
             /* its data: perhaps a revocation, see recipe_changed() */
-            ngx_http_zk_lock_recipe_changed(node);
+            ngx_zk_lock_recipe_changed(node);
         }
 
         return;
@@ -159,13 +159,13 @@ ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
 
     /* a watch fires once */
 
-    ngx_http_zk_lock_path_unwatch(lock, seq);
+    ngx_zk_lock_path_unwatch(lock, seq);
 
     if (type == ZOO_DELETED_EVENT) {
-        ngx_http_zk_lock_wait_gone(lock, seq);
+        ngx_zk_lock_wait_gone(lock, seq);
 
     } else {
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
     }
 }
 
@@ -186,14 +186,14 @@ ngx_http_zk_lock_wait_event(ngx_http_zk_lock_session_t *s, int type,
  */
 
 static void
-ngx_http_zk_lock_wait_listed(ngx_http_zk_lock_t *lock,
+ngx_zk_lock_wait_listed(ngx_zk_lock_t *lock,
     const struct String_vector *strings, ngx_uint_t id)
 {
     ngx_queue_t                *q, *nq;
-    ngx_http_zk_lock_node_t    *node;
-    ngx_http_zk_lock_placing_t  pl;
+    ngx_zk_lock_node_t         *node;
+    ngx_zk_lock_placing_t       pl;
 
-    if (ngx_http_zk_lock_wait_parse(lock, strings, &pl) != NGX_OK) {
+    if (ngx_zk_lock_wait_parse(lock, strings, &pl) != NGX_OK) {
         return;
     }
 
@@ -202,10 +202,10 @@ ngx_http_zk_lock_wait_listed(ngx_http_zk_lock_t *lock,
          q = nq)
     {
         nq = ngx_queue_next(q);
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-        if (node->state == NGX_HTTP_ZK_LOCK_LOST
-            && ngx_http_zk_lock_recipe_adopt(node, pl.children, pl.n) != NGX_OK)
+        if (node->state == NGX_ZK_LOCK_LOST
+            && ngx_zk_lock_recipe_adopt(node, pl.children, pl.n) != NGX_OK)
         {
             continue;
         }
@@ -214,29 +214,29 @@ ngx_http_zk_lock_wait_listed(ngx_http_zk_lock_t *lock,
             /* created after this listing was asked for */
 
             if (node->deferred
-                && (node->state == NGX_HTTP_ZK_LOCK_CREATING
-                    || node->state == NGX_HTTP_ZK_LOCK_WAITING))
+                && (node->state == NGX_ZK_LOCK_CREATING
+                    || node->state == NGX_ZK_LOCK_WAITING))
             {
                 pl.deferred = 1;
                 pl.span = ngx_max(pl.span,
-                                  ngx_http_zk_lock_recipe_needed(node));
+                                  ngx_zk_lock_recipe_needed(node));
             }
 
             continue;
         }
 
-        if (node->state == NGX_HTTP_ZK_LOCK_WAITING
-            || node->state == NGX_HTTP_ZK_LOCK_HELD)
+        if (node->state == NGX_ZK_LOCK_WAITING
+            || node->state == NGX_ZK_LOCK_HELD)
         {
-            ngx_http_zk_lock_wait_place(lock, node, &pl);
+            ngx_zk_lock_wait_place(lock, node, &pl);
         }
     }
 
-    ngx_http_zk_lock_wait_watches(lock, &pl);
+    ngx_zk_lock_wait_watches(lock, &pl);
 
     if (lock->pool) {
         /* who else waits, and the fair shares of kept leases */
-        ngx_http_zk_lock_keep_listed(lock, pl.children, pl.n);
+        ngx_zk_lock_keep_listed(lock, pl.children, pl.n);
     }
 
     if (pl.children) {
@@ -248,35 +248,35 @@ ngx_http_zk_lock_wait_listed(ngx_http_zk_lock_t *lock,
 /* the children of a listing, sorted and kept */
 
 static ngx_int_t
-ngx_http_zk_lock_wait_parse(ngx_http_zk_lock_t *lock,
-    const struct String_vector *strings, ngx_http_zk_lock_placing_t *pl)
+ngx_zk_lock_wait_parse(ngx_zk_lock_t *lock,
+    const struct String_vector *strings, ngx_zk_lock_placing_t *pl)
 {
     u_char  *name;
 
-    ngx_memzero(pl, sizeof(ngx_http_zk_lock_placing_t));
+    ngx_memzero(pl, sizeof(ngx_zk_lock_placing_t));
 
     pl->n = strings->count;
 
     if (pl->n) {
-        pl->children = ngx_alloc(pl->n * sizeof(ngx_http_zk_lock_child_t),
+        pl->children = ngx_alloc(pl->n * sizeof(ngx_zk_lock_child_t),
                                  &lock->session->log);
         if (pl->children == NULL) {
             return NGX_ERROR;
         }
     }
 
-    pl->first_write = ngx_http_zk_lock_listing_sort(pl->children,
-                                                    strings->data, pl->n);
+    pl->first_write = ngx_zk_lock_listing_sort(pl->children,
+                                               strings->data, pl->n);
 
-    name = ngx_http_zk_lock_listing_wrapped(pl->children, pl->n);
+    name = ngx_zk_lock_listing_wrapped(pl->children, pl->n);
 
     if (name) {
-        ngx_http_zk_lock_recipe_wrapped(lock, name);
+        ngx_zk_lock_recipe_wrapped(lock, name);
         goto failed;
     }
 
-    if (ngx_http_zk_lock_listing_keep(&lock->listing, pl->children, pl->n,
-                                      &lock->session->log)
+    if (ngx_zk_lock_listing_keep(&lock->listing, pl->children, pl->n,
+                                 &lock->session->log)
         != NGX_OK)
     {
         /* the counts stay those of the last listing, as the one kept */
@@ -298,17 +298,17 @@ failed:
 /* one node of this worker in the listing: it holds, fails or waits */
 
 static void
-ngx_http_zk_lock_wait_place(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl)
+ngx_zk_lock_wait_place(ngx_zk_lock_t *lock,
+    ngx_zk_lock_node_t *node, ngx_zk_lock_placing_t *pl)
 {
     ngx_int_t                  i;
     ngx_uint_t                 leases;
-    ngx_http_zk_lock_child_t  *children;
+    ngx_zk_lock_child_t       *children;
 
     children = pl->children;
-    i = ngx_http_zk_lock_listing_index(children, pl->n, node->seq,
-                                       node->name);
-    leases = ngx_http_zk_lock_recipe_leases(node);
+    i = ngx_zk_lock_listing_index(children, pl->n, node->seq,
+                                  node->name);
+    leases = ngx_zk_lock_recipe_leases(node);
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: \"%s/%s\" index:%i leases:%ui",
@@ -316,36 +316,36 @@ ngx_http_zk_lock_wait_place(ngx_http_zk_lock_t *lock,
 
     if (i == NGX_ERROR) {
 
-        if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+        if (node->state == NGX_ZK_LOCK_HELD) {
             ngx_log_error(NGX_LOG_WARN, node->log, 0,
                           "zookeeper node \"%s/%s\" vanished: "
                           "lock lost", lock->path, node->name);
         }
 
-        ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
+        ngx_zk_lock_recipe_node_fail(node, ZNONODE);
         return;
     }
 
-    if (node->state == NGX_HTTP_ZK_LOCK_HELD) {
+    if (node->state == NGX_ZK_LOCK_HELD) {
         return;
     }
 
     switch (node->kind) {
 
-    case NGX_HTTP_ZK_LOCK_COUNT:
+    case NGX_ZK_LOCK_COUNT:
 
         /* the listing has set the children watch */
 
         if (pl->n <= leases) {
-            ngx_http_zk_lock_recipe_node_held(node);
+            ngx_zk_lock_recipe_node_held(node);
 
         } else {
-            (void) ngx_http_zk_lock_recipe_busy(node);
+            (void) ngx_zk_lock_recipe_busy(node);
         }
 
         return;
 
-    case NGX_HTTP_ZK_LOCK_READ:
+    case NGX_ZK_LOCK_READ:
 
         /*
          * Readers wait for the first writer: when it goes, whether it
@@ -353,12 +353,12 @@ ngx_http_zk_lock_wait_place(ngx_http_zk_lock_t *lock,
          */
 
         if ((ngx_uint_t) i < pl->first_write) {
-            ngx_http_zk_lock_recipe_node_held(node);
+            ngx_zk_lock_recipe_node_held(node);
 
-        } else if (!ngx_http_zk_lock_recipe_busy(node)) {
+        } else if (!ngx_zk_lock_recipe_busy(node)) {
             node->ahead = children[i].writes;
             pl->reads = 1;
-            ngx_http_zk_lock_wait_self(node);
+            ngx_zk_lock_wait_self(node);
         }
 
         return;
@@ -366,10 +366,10 @@ ngx_http_zk_lock_wait_place(ngx_http_zk_lock_t *lock,
     default:
 
         if ((ngx_uint_t) i < leases) {
-            ngx_http_zk_lock_recipe_node_held(node);
+            ngx_zk_lock_recipe_node_held(node);
 
-        } else if (!ngx_http_zk_lock_recipe_busy(node)) {
-            ngx_http_zk_lock_wait_behind(lock, node, pl, i, leases);
+        } else if (!ngx_zk_lock_recipe_busy(node)) {
+            ngx_zk_lock_wait_behind(lock, node, pl, i, leases);
         }
 
         return;
@@ -380,17 +380,17 @@ ngx_http_zk_lock_wait_place(ngx_http_zk_lock_t *lock,
 /* a waiter behind the first "leases" nodes: what to watch for it */
 
 static void
-ngx_http_zk_lock_wait_behind(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_node_t *node, ngx_http_zk_lock_placing_t *pl,
+ngx_zk_lock_wait_behind(ngx_zk_lock_t *lock,
+    ngx_zk_lock_node_t *node, ngx_zk_lock_placing_t *pl,
     ngx_uint_t i, ngx_uint_t leases)
 {
     ngx_uint_t                 j, k;
-    ngx_http_zk_lock_first_t  *f;
+    ngx_zk_lock_first_t       *f;
 
     node->ahead = i;
     node->covered = 0;
     pl->span = ngx_max(pl->span, leases);
-    ngx_http_zk_lock_wait_self(node);
+    ngx_zk_lock_wait_self(node);
 
     if (pl->children[i - 1].len < sizeof(node->pred)) {
         (void) ngx_cpystrn(node->pred, pl->children[i - 1].name,
@@ -414,7 +414,7 @@ ngx_http_zk_lock_wait_behind(ngx_http_zk_lock_t *lock,
         }
     }
 
-    if (pl->nfirsts < NGX_HTTP_ZK_LOCK_MAX_KINDS) {
+    if (pl->nfirsts < NGX_ZK_LOCK_MAX_KINDS) {
         f = &pl->firsts[pl->nfirsts++];
         f->leases = leases;
         f->index = i;
@@ -425,7 +425,7 @@ ngx_http_zk_lock_wait_behind(ngx_http_zk_lock_t *lock,
     /* not worth a bigger table: this one watches for itself */
 
     for (k = i - leases; k < i; k++) {
-        ngx_http_zk_lock_path_watch(lock, pl->children[k].name);
+        ngx_zk_lock_path_watch(lock, pl->children[k].name);
     }
 }
 
@@ -437,23 +437,23 @@ ngx_http_zk_lock_wait_behind(ngx_http_zk_lock_t *lock,
  */
 
 static void
-ngx_http_zk_lock_wait_watches(ngx_http_zk_lock_t *lock,
-    ngx_http_zk_lock_placing_t *pl)
+ngx_zk_lock_wait_watches(ngx_zk_lock_t *lock,
+    ngx_zk_lock_placing_t *pl)
 {
     ngx_uint_t                 j, k;
-    ngx_http_zk_lock_first_t  *f;
+    ngx_zk_lock_first_t       *f;
 
-    ngx_http_zk_lock_path_unwatch_gone(lock, pl->children, pl->n);
+    ngx_zk_lock_path_unwatch_gone(lock, pl->children, pl->n);
 
     lock->span = pl->span;
     lock->reads = pl->reads;
-    lock->deep = (pl->n > (lock->deep ? NGX_HTTP_ZK_LOCK_DEEP / 4
-                                      : NGX_HTTP_ZK_LOCK_DEEP)
+    lock->deep = (pl->n > (lock->deep ? NGX_ZK_LOCK_DEEP / 4
+                                      : NGX_ZK_LOCK_DEEP)
                   && !lock->count && !lock->keep
-                  && pl->span <= NGX_HTTP_ZK_LOCK_MAX_SPAN);
+                  && pl->span <= NGX_ZK_LOCK_MAX_SPAN);
 
     if (lock->deep) {
-        ngx_http_zk_lock_path_window(lock);
+        ngx_zk_lock_path_window(lock);
         return;
     }
 
@@ -467,12 +467,12 @@ ngx_http_zk_lock_wait_watches(ngx_http_zk_lock_t *lock,
         f->node->covered = (f->index == f->leases);
 
         for (k = f->index - f->leases; k < f->index; k++) {
-            ngx_http_zk_lock_path_watch(lock, pl->children[k].name);
+            ngx_zk_lock_path_watch(lock, pl->children[k].name);
         }
     }
 
     if (pl->reads) {
-        ngx_http_zk_lock_path_watch(lock, pl->children[pl->first_write].name);
+        ngx_zk_lock_path_watch(lock, pl->children[pl->first_write].name);
     }
 }
 
@@ -495,15 +495,15 @@ ngx_http_zk_lock_wait_watches(ngx_http_zk_lock_t *lock,
  */
 
 static void
-ngx_http_zk_lock_wait_gone(ngx_http_zk_lock_t *lock, uint32_t seq)
+ngx_zk_lock_wait_gone(ngx_zk_lock_t *lock, uint32_t seq)
 {
     u_char                    *name;
     ngx_uint_t                 write, relist;
     ngx_queue_t               *q;
-    ngx_http_zk_lock_node_t   *node, *first;
-    ngx_http_zk_lock_entry_t  *e;
+    ngx_zk_lock_node_t        *node, *first;
+    ngx_zk_lock_entry_t       *e;
 
-    e = ngx_http_zk_lock_listing_remove(&lock->listing, seq);
+    e = ngx_zk_lock_listing_remove(&lock->listing, seq);
 
     if (e == NULL) {
         /*
@@ -513,7 +513,7 @@ ngx_http_zk_lock_wait_gone(ngx_http_zk_lock_t *lock, uint32_t seq)
         return;
     }
 
-    name = ngx_http_zk_lock_listing_name(&lock->listing, e);
+    name = ngx_zk_lock_listing_name(&lock->listing, e);
     write = e->write;
     relist = 0;
     first = NULL;
@@ -522,37 +522,37 @@ ngx_http_zk_lock_wait_gone(ngx_http_zk_lock_t *lock, uint32_t seq)
          q != ngx_queue_sentinel(&lock->nodes);
          q = ngx_queue_next(q))
     {
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-        if (node->state != NGX_HTTP_ZK_LOCK_WAITING
-            || node->kind == NGX_HTTP_ZK_LOCK_COUNT
-            || node->ahead == NGX_HTTP_ZK_LOCK_UNKNOWN
+        if (node->state != NGX_ZK_LOCK_WAITING
+            || node->kind == NGX_ZK_LOCK_COUNT
+            || node->ahead == NGX_ZK_LOCK_UNKNOWN
             || node->seq <= seq
-            || (node->kind == NGX_HTTP_ZK_LOCK_READ && !write))
+            || (node->kind == NGX_ZK_LOCK_READ && !write))
         {
             continue;
         }
 
         node->ahead--;
 
-        if (node->ahead < ngx_http_zk_lock_recipe_needed(node)) {
+        if (node->ahead < ngx_zk_lock_recipe_needed(node)) {
             ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                            "zk lock: \"%s/%s\" holds: the last one ahead "
                            "is gone", lock->path, node->name);
 
-            ngx_http_zk_lock_wait_promote(node);
+            ngx_zk_lock_wait_promote(node);
             continue;
         }
 
-        ngx_http_zk_lock_wait_self(node);
+        ngx_zk_lock_wait_self(node);
 
         if (node->covered || lock->deep) {
             /* the others ahead of it are watched too, or will be */
             continue;
         }
 
-        if (node->kind == NGX_HTTP_ZK_LOCK_READ
-            || ngx_http_zk_lock_recipe_leases(node) > 1
+        if (node->kind == NGX_ZK_LOCK_READ
+            || ngx_zk_lock_recipe_leases(node) > 1
             || node->pred[0] == '\0'
             || ngx_strcmp(node->pred, name) == 0)
         {
@@ -566,14 +566,14 @@ ngx_http_zk_lock_wait_gone(ngx_http_zk_lock_t *lock, uint32_t seq)
     }
 
     if (lock->deep) {
-        ngx_http_zk_lock_path_window(lock);
+        ngx_zk_lock_path_window(lock);
 
     } else if (relist) {
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
 
     } else if (first) {
         /* the others behind it are covered by its watch, as before */
-        ngx_http_zk_lock_path_watch(lock, first->pred);
+        ngx_zk_lock_path_watch(lock, first->pred);
     }
 }
 
@@ -586,28 +586,28 @@ ngx_http_zk_lock_wait_gone(ngx_http_zk_lock_t *lock, uint32_t seq)
  */
 
 static void
-ngx_http_zk_lock_wait_promote(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_wait_promote(ngx_zk_lock_node_t *node)
 {
-    if (node->self == NGX_HTTP_ZK_LOCK_SELF_SET) {
-        ngx_http_zk_lock_recipe_node_held(node);
+    if (node->self == NGX_ZK_LOCK_SELF_SET) {
+        ngx_zk_lock_recipe_node_held(node);
         return;
     }
 
     node->promote = 1;
-    ngx_http_zk_lock_wait_self(node);
+    ngx_zk_lock_wait_self(node);
 }
 
 
 static void
-ngx_http_zk_lock_wait_self(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_wait_self(ngx_zk_lock_node_t *node)
 {
     int                          rc;
-    ngx_http_zk_lock_t          *lock;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_t               *lock;
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
-    if (node->self != NGX_HTTP_ZK_LOCK_SELF_NONE
-        || (node->ahead > ngx_http_zk_lock_recipe_needed(node)
+    if (node->self != NGX_ZK_LOCK_SELF_NONE
+        || (node->ahead > ngx_zk_lock_recipe_needed(node)
             && !node->promote))
     {
         return;
@@ -616,12 +616,12 @@ ngx_http_zk_lock_wait_self(ngx_http_zk_lock_node_t *node)
     lock = node->lock;
     s = lock->session;
 
-    (void) ngx_http_zk_lock_path_child(buf, lock, node->name);
+    (void) ngx_zk_lock_path_child(buf, lock, node->name);
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
-    rc = zoo_awexists(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher,
-                      s, ngx_http_zk_lock_wait_self_done, node);
+    rc = zoo_awexists(s->zh, (char *) buf, ngx_zk_lock_session_watcher,
+                      s, ngx_zk_lock_wait_self_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
@@ -630,16 +630,16 @@ ngx_http_zk_lock_wait_self(ngx_http_zk_lock_node_t *node)
         return;
     }
 
-    node->self = NGX_HTTP_ZK_LOCK_SELF_SENT;
+    node->self = NGX_ZK_LOCK_SELF_SENT;
     node->pending++;
 }
 
 
 static void
-ngx_http_zk_lock_wait_self_done(int rc, const struct Stat *stat,
+ngx_zk_lock_wait_self_done(int rc, const struct Stat *stat,
     const void *data)
 {
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+    ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
     node->pending--;
 
@@ -648,48 +648,48 @@ ngx_http_zk_lock_wait_self_done(int rc, const struct Stat *stat,
     }
 
     if (rc == ZOK) {
-        node->self = NGX_HTTP_ZK_LOCK_SELF_SET;
+        node->self = NGX_ZK_LOCK_SELF_SET;
 
     } else {
         /* ZNONODE: see wait_self_deleted(); else listed again on reconnect */
-        node->self = NGX_HTTP_ZK_LOCK_SELF_NONE;
+        node->self = NGX_ZK_LOCK_SELF_NONE;
     }
 
-    if (node->state != NGX_HTTP_ZK_LOCK_WAITING) {
+    if (node->state != NGX_ZK_LOCK_WAITING) {
         node->promote = 0;
-        ngx_http_zk_lock_recipe_node_gc(node);
+        ngx_zk_lock_recipe_node_gc(node);
         return;
     }
 
     if (rc == ZNONODE) {
-        ngx_http_zk_lock_wait_self_deleted(node);
+        ngx_zk_lock_wait_self_deleted(node);
         return;
     }
 
     if (node->promote && rc == ZOK) {
         node->promote = 0;
-        ngx_http_zk_lock_recipe_node_held(node);
+        ngx_zk_lock_recipe_node_held(node);
     }
 }
 
 
 /* a node of this worker that waits or holds */
 
-static ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_wait_own(ngx_http_zk_lock_t *lock, uint32_t seq)
+static ngx_zk_lock_node_t *
+ngx_zk_lock_wait_own(ngx_zk_lock_t *lock, uint32_t seq)
 {
     ngx_queue_t              *q;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
          q = ngx_queue_next(q))
     {
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
         if (node->seq == seq
-            && (node->state == NGX_HTTP_ZK_LOCK_WAITING
-                || node->state == NGX_HTTP_ZK_LOCK_HELD))
+            && (node->state == NGX_ZK_LOCK_WAITING
+                || node->state == NGX_ZK_LOCK_HELD))
         {
             return node;
         }
@@ -702,16 +702,16 @@ ngx_http_zk_lock_wait_own(ngx_http_zk_lock_t *lock, uint32_t seq)
 /* someone else deleted a node of this worker */
 
 static void
-ngx_http_zk_lock_wait_self_deleted(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_wait_self_deleted(ngx_zk_lock_node_t *node)
 {
     ngx_log_error(NGX_LOG_WARN, node->log, 0,
                   "zookeeper node \"%s/%s\" vanished%s", node->lock->path,
-                  node->name, node->state == NGX_HTTP_ZK_LOCK_HELD
+                  node->name, node->state == NGX_ZK_LOCK_HELD
                               ? ": lock lost" : "");
 
     node->promote = 0;
-    ngx_http_zk_lock_recipe_node_fail(node, ZNONODE);
+    ngx_zk_lock_recipe_node_fail(node, ZNONODE);
 
     /* who was behind it learns from a listing when it went */
-    ngx_http_zk_lock_path_relist(node->lock);
+    ngx_zk_lock_path_relist(node->lock);
 }

@@ -8,62 +8,62 @@
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_recipe.h"
-#include "ngx_http_zk_lock_group.h"
+#include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_group.h"
 
 
-#define NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS   3
+#define NGX_ZK_LOCK_MAX_ATTEMPTS   3
 
-#define NGX_HTTP_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
+#define NGX_ZK_LOCK_UNKNOWN        NGX_MAX_INT_T_VALUE
 
-typedef ngx_uint_t (*ngx_http_zk_lock_visit_pt)(ngx_http_zk_lock_node_t *node);
+typedef ngx_uint_t (*ngx_zk_lock_visit_pt)(ngx_zk_lock_node_t *node);
 
 
-static ngx_http_zk_lock_node_t *ngx_http_zk_lock_recipe_new(
-    ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
-    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
-static void ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate);
-static void ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_visit_pt visit);
-static ngx_uint_t ngx_http_zk_lock_recipe_reconnect(
-    ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_recipe_let_go(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_state_e state);
-static void ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
+static ngx_zk_lock_node_t *ngx_zk_lock_recipe_new(
+    ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+static void ngx_zk_lock_recipe_gate_notify(ngx_zk_lock_node_t *gate);
+static void ngx_zk_lock_recipe_visit(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_visit_pt visit);
+static ngx_uint_t ngx_zk_lock_recipe_reconnect(
+    ngx_zk_lock_node_t *node);
+static ngx_uint_t ngx_zk_lock_recipe_expire(ngx_zk_lock_node_t *node);
+static ngx_uint_t ngx_zk_lock_recipe_let_go(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_node_state(ngx_zk_lock_node_t *node,
+    ngx_zk_lock_state_e state);
+static void ngx_zk_lock_recipe_tell(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_tell_handler(ngx_event_t *ev);
+static void ngx_zk_lock_recipe_create(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_create_done(int rc, const char *value,
     const struct Stat *stat, const void *data);
-static void ngx_http_zk_lock_recipe_stat(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_revoke_watch(ngx_http_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_recipe_answered(
-    ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_revoke_done(int rc, const char *value,
+static void ngx_zk_lock_recipe_stat(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_revoke_watch(ngx_zk_lock_node_t *node);
+static ngx_uint_t ngx_zk_lock_recipe_answered(
+    ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_revoke_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
-static void ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
+static void ngx_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
     const void *data);
-static ngx_uint_t ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node);
-static void ngx_http_zk_lock_recipe_delete_done(int rc, const void *data);
-static void ngx_http_zk_lock_recipe_passenger_done(int rc, const void *data);
+static ngx_uint_t ngx_zk_lock_recipe_defer(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_delete(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_recipe_delete_done(int rc, const void *data);
+static void ngx_zk_lock_recipe_passenger_done(int rc, const void *data);
 
 
 /* who makes sense of a lock's listings and deletions, see wait.c */
-static ngx_http_zk_lock_owner_t  *ngx_http_zk_lock_recipe_owner;
+static ngx_zk_lock_owner_t  *ngx_zk_lock_recipe_owner;
 
 /* who keeps leases for the requests of a path, see keep.c */
-static ngx_http_zk_lock_keeper_t  *ngx_http_zk_lock_recipe_keeper_of;
+static ngx_zk_lock_keeper_t  *ngx_zk_lock_recipe_keeper_of;
 
 
 #if (NGX_DEBUG)
 
 /* only the debug log names states */
 
-static const char  *ngx_http_zk_lock_state_name[] = {
+static const char  *ngx_zk_lock_state_name[] = {
     "parked", "creating", "lost", "waiting", "held", "failed",
     "deleting", "orphan"
 };
@@ -71,26 +71,26 @@ static const char  *ngx_http_zk_lock_state_name[] = {
 #endif
 
 
-ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
-    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
-    ngx_uint_t transient, ngx_http_zk_lock_notify_pt notify, void *data,
+ngx_zk_lock_node_t *
+ngx_zk_lock_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_uint_t transient, ngx_zk_lock_notify_pt notify, void *data,
     ngx_log_t *log)
 {
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t  *node;
 
-    node = ngx_http_zk_lock_recipe_new(s, path, kind, leases, weight,
-                                       counter, info, notify, data, log);
+    node = ngx_zk_lock_recipe_new(s, path, kind, leases, weight,
+                                  counter, info, notify, data, log);
     if (node == NULL) {
         return NULL;
     }
 
     /* known before the first create: see path_vet() */
-    ngx_http_zk_lock_transient(node, transient);
+    ngx_zk_lock_transient(node, transient);
 
     if (s->connected) {
-        ngx_http_zk_lock_recipe_create(node);
+        ngx_zk_lock_recipe_create(node);
 
     } else {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -102,17 +102,17 @@ ngx_http_zk_lock_acquire(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
 }
 
 
-static ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
-    ngx_http_zk_lock_counter_t *counter, ngx_str_t *info,
-    ngx_http_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+static ngx_zk_lock_node_t *
+ngx_zk_lock_recipe_new(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_zk_lock_counter_t *counter, ngx_str_t *info,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t       *lock;
+    ngx_zk_lock_node_t  *node;
 
-    lock = ngx_http_zk_lock_path_get(s, path,
-                                     ngx_http_zk_lock_recipe_owner);
+    lock = ngx_zk_lock_path_get(s, path,
+                                ngx_zk_lock_recipe_owner);
     if (lock == NULL) {
         return NULL;
     }
@@ -122,13 +122,13 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
      * so it is not allocated from the request pool
      */
 
-    node = ngx_calloc(sizeof(ngx_http_zk_lock_node_t) + info->len, &s->log);
+    node = ngx_calloc(sizeof(ngx_zk_lock_node_t) + info->len, &s->log);
     if (node == NULL) {
-        ngx_http_zk_lock_path_gc(lock);
+        ngx_zk_lock_path_gc(lock);
         return NULL;
     }
 
-    node->info.data = (u_char *) node + sizeof(ngx_http_zk_lock_node_t);
+    node->info.data = (u_char *) node + sizeof(ngx_zk_lock_node_t);
     node->info.len = info->len;
     ngx_memcpy(node->info.data, info->data, info->len);
 
@@ -140,17 +140,17 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
     node->notify = notify;
     node->data = data;
     node->log = log;
-    node->notify_event.handler = ngx_http_zk_lock_recipe_tell_handler;
+    node->notify_event.handler = ngx_zk_lock_recipe_tell_handler;
     node->notify_event.data = node;
     node->notify_event.log = &s->log;
-    node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
+    node->ahead = NGX_ZK_LOCK_UNKNOWN;
 
-    ngx_http_zk_lock_session_uuid(s, node->uuid);
+    ngx_zk_lock_session_uuid(s, node->uuid);
 
     lock->refs++;
     ngx_queue_insert_tail(&lock->nodes, &node->queue);
 
-    if (kind == NGX_HTTP_ZK_LOCK_COUNT) {
+    if (kind == NGX_ZK_LOCK_COUNT) {
         lock->count = 1;
     }
 
@@ -164,9 +164,9 @@ ngx_http_zk_lock_recipe_new(ngx_http_zk_lock_session_t *s, ngx_str_t *path,
  */
 
 void
-ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_release(ngx_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t  *lock;
 
     if (node->releaser) {
         node->releaser(node);
@@ -175,7 +175,7 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 
     if (node->ticket) {
         /* a request on a pool of kept leases: the lease is the pool's */
-        ngx_http_zk_lock_recipe_keeper_of->release(node);
+        ngx_zk_lock_recipe_keeper_of->release(node);
         return;
     }
 
@@ -183,10 +183,10 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: release \"%s/%s\" %s", lock->path, node->name,
-                   ngx_http_zk_lock_state_name[node->state]);
+                   ngx_zk_lock_state_name[node->state]);
 
     if (node->gate) {
-        ngx_http_zk_lock_release(node->gate);
+        ngx_zk_lock_release(node->gate);
         node->gate = NULL;
     }
 
@@ -200,32 +200,32 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 
     switch (node->state) {
 
-    case NGX_HTTP_ZK_LOCK_WAITING:
+    case NGX_ZK_LOCK_WAITING:
         node->was_waiting = 1;
-        ngx_http_zk_lock_recipe_delete(node);
+        ngx_zk_lock_recipe_delete(node);
         break;
 
-    case NGX_HTTP_ZK_LOCK_HELD:
-        ngx_http_zk_lock_recipe_delete(node);
+    case NGX_ZK_LOCK_HELD:
+        ngx_zk_lock_recipe_delete(node);
         break;
 
-    case NGX_HTTP_ZK_LOCK_LOST:
+    case NGX_ZK_LOCK_LOST:
         /* the next listing deletes it if the create went through */
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
         break;
 
-    case NGX_HTTP_ZK_LOCK_CREATING:
+    case NGX_ZK_LOCK_CREATING:
         /* the create's completion deletes it */
         break;
 
-    case NGX_HTTP_ZK_LOCK_DELETING:
-    case NGX_HTTP_ZK_LOCK_ORPHAN:
+    case NGX_ZK_LOCK_DELETING:
+    case NGX_ZK_LOCK_ORPHAN:
         /* failed with its znode: the delete is on its way, or will be */
         break;
 
     default: /* PARKED, FAILED */
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-        ngx_http_zk_lock_recipe_node_gc(node);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_FAILED);
+        ngx_zk_lock_recipe_node_gc(node);
         break;
     }
 }
@@ -234,7 +234,7 @@ ngx_http_zk_lock_release(ngx_http_zk_lock_node_t *node)
 /* the lock's path, null-terminated, for the owner's variables */
 
 u_char *
-ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_node_path(ngx_zk_lock_node_t *node)
 {
     return node->remote_path ? node->remote_path : node->lock->path;
 }
@@ -246,16 +246,16 @@ ngx_http_zk_lock_node_path(ngx_http_zk_lock_node_t *node)
  */
 
 void
-ngx_http_zk_lock_recipe_handler(ngx_http_zk_lock_owner_t *owner)
+ngx_zk_lock_recipe_handler(ngx_zk_lock_owner_t *owner)
 {
-    ngx_http_zk_lock_recipe_owner = owner;
+    ngx_zk_lock_recipe_owner = owner;
 }
 
 
 void
-ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper)
+ngx_zk_lock_recipe_keeper(ngx_zk_lock_keeper_t *keeper)
 {
-    ngx_http_zk_lock_recipe_keeper_of = keeper;
+    ngx_zk_lock_recipe_keeper_of = keeper;
 }
 
 
@@ -271,7 +271,7 @@ ngx_http_zk_lock_recipe_keeper(ngx_http_zk_lock_keeper_t *keeper)
  */
 
 void
-ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node, ngx_uint_t levels)
+ngx_zk_lock_transient(ngx_zk_lock_node_t *node, ngx_uint_t levels)
 {
     node->lock->transient = ngx_max(node->lock->transient, levels);
 }
@@ -279,23 +279,23 @@ ngx_http_zk_lock_transient(ngx_http_zk_lock_node_t *node, ngx_uint_t levels)
 
 /*
  * A try (timeout=0): the node is placed by the first listing that shows
- * it, and fails with NGX_HTTP_ZK_LOCK_BUSY rather than waits when others
+ * it, and fails with NGX_ZK_LOCK_BUSY rather than waits when others
  * come first.  Its answer is never a timer's guess: a node that would be
  * deferred in a deep queue gets a listing of its own.
  */
 
 void
-ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_try(ngx_zk_lock_node_t *node)
 {
     node->trying = 1;
 
     if (node->gate) {
-        ngx_http_zk_lock_try(node->gate);
+        ngx_zk_lock_try(node->gate);
     }
 
     if (node->deferred) {
         node->deferred = 0;
-        ngx_http_zk_lock_path_ask(node->lock);
+        ngx_zk_lock_path_ask(node->lock);
     }
 }
 
@@ -307,22 +307,22 @@ ngx_http_zk_lock_try(ngx_http_zk_lock_node_t *node)
  * the node, or releases it, and a gate that fails fails the node.
  */
 
-ngx_http_zk_lock_node_t *
-ngx_http_zk_lock_behind(ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
-    ngx_http_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
-    ngx_http_zk_lock_counter_t *counter)
+ngx_zk_lock_node_t *
+ngx_zk_lock_behind(ngx_zk_lock_node_t *gate, ngx_str_t *path,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases, ngx_uint_t weight,
+    ngx_zk_lock_counter_t *counter)
 {
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t  *node;
 
-    node = ngx_http_zk_lock_recipe_new(gate->lock->session, path, kind, leases,
-                                       weight, counter, &gate->info,
-                                       gate->notify, gate->data, gate->log);
+    node = ngx_zk_lock_recipe_new(gate->lock->session, path, kind, leases,
+                                  weight, counter, &gate->info,
+                                  gate->notify, gate->data, gate->log);
     if (node == NULL) {
         return NULL;
     }
 
     node->gate = gate;
-    gate->notify = ngx_http_zk_lock_recipe_gate_notify;
+    gate->notify = ngx_zk_lock_recipe_gate_notify;
     gate->data = node;
 
     return node;
@@ -330,18 +330,18 @@ ngx_http_zk_lock_behind(ngx_http_zk_lock_node_t *gate, ngx_str_t *path,
 
 
 static void
-ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate)
+ngx_zk_lock_recipe_gate_notify(ngx_zk_lock_node_t *gate)
 {
     int                       error;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     node = gate->data;
 
-    if (gate->state == NGX_HTTP_ZK_LOCK_HELD) {
-        if (node->state == NGX_HTTP_ZK_LOCK_PARKED
+    if (gate->state == NGX_ZK_LOCK_HELD) {
+        if (node->state == NGX_ZK_LOCK_PARKED
             && node->lock->session->connected)
         {
-            ngx_http_zk_lock_recipe_create(node);
+            ngx_zk_lock_recipe_create(node);
         }
 
         return;
@@ -349,9 +349,9 @@ ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate)
 
     error = gate->error;
     node->gate = NULL;
-    ngx_http_zk_lock_release(gate);
+    ngx_zk_lock_release(gate);
 
-    ngx_http_zk_lock_recipe_node_fail(node, error);
+    ngx_zk_lock_recipe_node_fail(node, error);
 }
 
 
@@ -362,7 +362,7 @@ ngx_http_zk_lock_recipe_gate_notify(ngx_http_zk_lock_node_t *gate)
  */
 
 void
-ngx_http_zk_lock_revocable(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_revocable(ngx_zk_lock_node_t *node)
 {
     node->revocable = 1;
 }
@@ -371,29 +371,29 @@ ngx_http_zk_lock_revocable(ngx_http_zk_lock_node_t *node)
 /* a node of this worker changed: a revocable one reads its data again */
 
 void
-ngx_http_zk_lock_recipe_changed(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_changed(ngx_zk_lock_node_t *node)
 {
     if (node->revocable) {
-        ngx_http_zk_lock_recipe_revoke_watch(node);
+        ngx_zk_lock_recipe_revoke_watch(node);
     }
 }
 
 
 static void
-ngx_http_zk_lock_recipe_revoke_watch(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_revoke_watch(ngx_zk_lock_node_t *node)
 {
     int                          rc;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     s = node->lock->session;
 
-    (void) ngx_http_zk_lock_path_child(buf, node->lock, node->name);
+    (void) ngx_zk_lock_path_child(buf, node->lock, node->name);
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
-    rc = zoo_awget(s->zh, (char *) buf, ngx_http_zk_lock_session_watcher, s,
-                   ngx_http_zk_lock_recipe_revoke_done, node);
+    rc = zoo_awget(s->zh, (char *) buf, ngx_zk_lock_session_watcher, s,
+                   ngx_zk_lock_recipe_revoke_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
@@ -412,7 +412,7 @@ ngx_http_zk_lock_recipe_revoke_watch(ngx_http_zk_lock_node_t *node)
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_recipe_answered(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_answered(ngx_zk_lock_node_t *node)
 {
     node->pending--;
 
@@ -420,11 +420,11 @@ ngx_http_zk_lock_recipe_answered(ngx_http_zk_lock_node_t *node)
         return 0;
     }
 
-    if (node->state != NGX_HTTP_ZK_LOCK_WAITING
-        && node->state != NGX_HTTP_ZK_LOCK_HELD)
+    if (node->state != NGX_ZK_LOCK_WAITING
+        && node->state != NGX_ZK_LOCK_HELD)
     {
         /* released, or failed meanwhile */
-        ngx_http_zk_lock_recipe_node_gc(node);
+        ngx_zk_lock_recipe_node_gc(node);
         return 0;
     }
 
@@ -433,12 +433,12 @@ ngx_http_zk_lock_recipe_answered(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_recipe_revoke_done(int rc, const char *value, int value_len,
+ngx_zk_lock_recipe_revoke_done(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+    ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
-    if (!ngx_http_zk_lock_recipe_answered(node)) {
+    if (!ngx_zk_lock_recipe_answered(node)) {
         return;
     }
 
@@ -449,27 +449,27 @@ ngx_http_zk_lock_recipe_revoke_done(int rc, const char *value, int value_len,
         return;
     }
 
-    if (node->state == NGX_HTTP_ZK_LOCK_WAITING) {
+    if (node->state == NGX_ZK_LOCK_WAITING) {
         node->was_waiting = 1;
     }
 
-    node->error = NGX_HTTP_ZK_LOCK_REVOKED;
-    ngx_http_zk_lock_recipe_delete(node);
-    ngx_http_zk_lock_recipe_tell(node);
+    node->error = NGX_ZK_LOCK_REVOKED;
+    ngx_zk_lock_recipe_delete(node);
+    ngx_zk_lock_recipe_tell(node);
 }
 
 
 ngx_uint_t
-ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_busy(ngx_zk_lock_node_t *node)
 {
     if (!node->trying) {
         return 0;
     }
 
     node->was_waiting = 1;
-    node->error = NGX_HTTP_ZK_LOCK_BUSY;
-    ngx_http_zk_lock_recipe_delete(node);
-    ngx_http_zk_lock_recipe_tell(node);
+    node->error = NGX_ZK_LOCK_BUSY;
+    ngx_zk_lock_recipe_delete(node);
+    ngx_zk_lock_recipe_tell(node);
 
     return 1;
 }
@@ -478,14 +478,14 @@ ngx_http_zk_lock_recipe_busy(ngx_http_zk_lock_node_t *node)
 /* the requests of this worker that wait on a lock path */
 
 ngx_uint_t
-ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
+ngx_zk_lock_waiting(ngx_zk_lock_session_t *s, ngx_str_t *path)
 {
     ngx_uint_t                n;
     ngx_queue_t              *q;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t            *lock;
+    ngx_zk_lock_node_t       *node;
 
-    lock = ngx_http_zk_lock_path_find(s, path->data, path->len);
+    lock = ngx_zk_lock_path_find(s, path->data, path->len);
 
     if (lock == NULL) {
         return 0;
@@ -498,12 +498,12 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
          q != ngx_queue_sentinel(&lock->nodes);
          q = ngx_queue_next(q))
     {
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-        if (node->notify && node->state != NGX_HTTP_ZK_LOCK_HELD
+        if (node->notify && node->state != NGX_ZK_LOCK_HELD
             && !node->pooled
             && (node->gate == NULL
-                || node->gate->state == NGX_HTTP_ZK_LOCK_HELD))
+                || node->gate->state == NGX_ZK_LOCK_HELD))
         {
             /* a node behind its gate waits there, and is counted there */
             n++;
@@ -515,10 +515,10 @@ ngx_http_zk_lock_waiting(ngx_http_zk_lock_session_t *s, ngx_str_t *path)
 
 
 void
-ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_recipe_connected(ngx_zk_lock_session_t *s)
 {
-    ngx_http_zk_lock_counters_connected(s);
-    ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_reconnect);
+    ngx_zk_lock_counters_connected(s);
+    ngx_zk_lock_recipe_visit(s, ngx_zk_lock_recipe_reconnect);
 }
 
 
@@ -529,10 +529,10 @@ ngx_http_zk_lock_recipe_connected(ngx_http_zk_lock_session_t *s)
  */
 
 void
-ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_recipe_expired(ngx_zk_lock_session_t *s)
 {
     ngx_queue_t         *q;
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t       *lock;
 
     /* the watches went with the session */
 
@@ -540,14 +540,14 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
          q != ngx_queue_sentinel(&s->all);
          q = ngx_queue_next(q))
     {
-        lock = ngx_queue_data(q, ngx_http_zk_lock_t, queue);
+        lock = ngx_queue_data(q, ngx_zk_lock_t, queue);
         lock->nwatched = 0;
 
         /* and the nodes of the last listing, with those of the session */
         lock->deep = 0;
     }
 
-    ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_expire);
+    ngx_zk_lock_recipe_visit(s, ngx_zk_lock_recipe_expire);
 }
 
 
@@ -562,27 +562,27 @@ ngx_http_zk_lock_recipe_expired(ngx_http_zk_lock_session_t *s)
  */
 
 void
-ngx_http_zk_lock_recipe_jeopardy(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_recipe_jeopardy(ngx_zk_lock_session_t *s)
 {
-    ngx_http_zk_lock_recipe_visit(s, ngx_http_zk_lock_recipe_let_go);
+    ngx_zk_lock_recipe_visit(s, ngx_zk_lock_recipe_let_go);
 }
 
 
 static ngx_uint_t
-ngx_http_zk_lock_recipe_let_go(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_let_go(ngx_zk_lock_node_t *node)
 {
     /* a gate's hold is not its owner's, and goes once the owner holds */
 
-    if (node->state != NGX_HTTP_ZK_LOCK_HELD || node->untold
+    if (node->state != NGX_ZK_LOCK_HELD || node->untold
         || node->notify == NULL
-        || node->notify == ngx_http_zk_lock_recipe_gate_notify
-        || node->error == NGX_HTTP_ZK_LOCK_JEOPARDY)
+        || node->notify == ngx_zk_lock_recipe_gate_notify
+        || node->error == NGX_ZK_LOCK_JEOPARDY)
     {
         return 0;
     }
 
-    node->error = NGX_HTTP_ZK_LOCK_JEOPARDY;
-    ngx_http_zk_lock_recipe_tell(node);
+    node->error = NGX_ZK_LOCK_JEOPARDY;
+    ngx_zk_lock_recipe_tell(node);
 
     return 0;
 }
@@ -591,27 +591,27 @@ ngx_http_zk_lock_recipe_let_go(ngx_http_zk_lock_node_t *node)
 /* a lease count changed: the locks that count on it are evaluated again */
 
 void
-ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_counter_t *c)
+ngx_zk_lock_recipe_recount(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_counter_t *c)
 {
     ngx_queue_t              *lq, *q;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t            *lock;
+    ngx_zk_lock_node_t       *node;
 
     for (lq = ngx_queue_head(&s->all);
          lq != ngx_queue_sentinel(&s->all);
          lq = ngx_queue_next(lq))
     {
-        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+        lock = ngx_queue_data(lq, ngx_zk_lock_t, queue);
 
         for (q = ngx_queue_head(&lock->nodes);
              q != ngx_queue_sentinel(&lock->nodes);
              q = ngx_queue_next(q))
         {
-            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+            node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
             if (node->counter == c) {
-                ngx_http_zk_lock_path_relist(lock);
+                ngx_zk_lock_path_relist(lock);
                 break;
             }
         }
@@ -622,58 +622,58 @@ ngx_http_zk_lock_recipe_recount(ngx_http_zk_lock_session_t *s,
 /* the worker exits: no completion is to come, whatever was pending */
 
 void
-ngx_http_zk_lock_recipe_free(ngx_http_zk_lock_session_t *s)
+ngx_zk_lock_recipe_free(ngx_zk_lock_session_t *s)
 {
     ngx_queue_t              *lq, *q;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t            *lock;
+    ngx_zk_lock_node_t       *node;
 
     while (!ngx_queue_empty(&s->all)) {
         lq = ngx_queue_head(&s->all);
-        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+        lock = ngx_queue_data(lq, ngx_zk_lock_t, queue);
 
         if (lock->pool) {
-            ngx_http_zk_lock_recipe_keeper_of->free(lock);
+            ngx_zk_lock_recipe_keeper_of->free(lock);
         }
 
         while (!ngx_queue_empty(&lock->nodes)) {
             q = ngx_queue_head(&lock->nodes);
-            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+            node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
             if (node->notify_event.posted) {
                 ngx_delete_posted_event(&node->notify_event);
             }
 
             ngx_queue_remove(q);
-            ngx_http_zk_lock_group_free(node);
+            ngx_zk_lock_group_free(node);
             ngx_free(node);
         }
 
         lock->refs = 0;
-        ngx_http_zk_lock_path_gc(lock);
+        ngx_zk_lock_path_gc(lock);
     }
 
-    ngx_http_zk_lock_counters_free(s);
+    ngx_zk_lock_counters_free(s);
 }
 
 
 /* calls "visit" for every node; a lock is listed again if one asks */
 
 static void
-ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
-    ngx_http_zk_lock_visit_pt visit)
+ngx_zk_lock_recipe_visit(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_visit_pt visit)
 {
     ngx_uint_t                relist;
     ngx_queue_t              *q, *nq, *lq, *nlq;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_t            *lock;
+    ngx_zk_lock_node_t       *node;
 
     for (lq = ngx_queue_head(&s->all);
          lq != ngx_queue_sentinel(&s->all);
          lq = nlq)
     {
         nlq = ngx_queue_next(lq);
-        lock = ngx_queue_data(lq, ngx_http_zk_lock_t, queue);
+        lock = ngx_queue_data(lq, ngx_zk_lock_t, queue);
 
         /* the lock must survive the loop over its nodes */
         lock->refs++;
@@ -684,17 +684,17 @@ ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
              q = nq)
         {
             nq = ngx_queue_next(q);
-            node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+            node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
             relist |= visit(node);
         }
 
         if (relist) {
-            ngx_http_zk_lock_path_relist(lock);
+            ngx_zk_lock_path_relist(lock);
         }
 
         lock->refs--;
-        ngx_http_zk_lock_path_gc(lock);
+        ngx_zk_lock_path_gc(lock);
     }
 }
 
@@ -705,13 +705,13 @@ ngx_http_zk_lock_recipe_visit(ngx_http_zk_lock_session_t *s,
  */
 
 void
-ngx_http_zk_lock_recipe_vetted(ngx_http_zk_lock_t *lock)
+ngx_zk_lock_recipe_vetted(ngx_zk_lock_t *lock)
 {
     ngx_queue_t              *q, *nq;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
-    if (lock->vet != NGX_HTTP_ZK_LOCK_VET_OK
-        && lock->vet != NGX_HTTP_ZK_LOCK_VET_FOREIGN)
+    if (lock->vet != NGX_ZK_LOCK_VET_OK
+        && lock->vet != NGX_ZK_LOCK_VET_FOREIGN)
     {
         return;
     }
@@ -721,14 +721,14 @@ ngx_http_zk_lock_recipe_vetted(ngx_http_zk_lock_t *lock)
          q = nq)
     {
         nq = ngx_queue_next(q);
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-        if (node->state == NGX_HTTP_ZK_LOCK_PARKED
+        if (node->state == NGX_ZK_LOCK_PARKED
             && lock->session->connected
             && (node->gate == NULL
-                || node->gate->state == NGX_HTTP_ZK_LOCK_HELD))
+                || node->gate->state == NGX_ZK_LOCK_HELD))
         {
-            ngx_http_zk_lock_recipe_create(node);
+            ngx_zk_lock_recipe_create(node);
         }
     }
 }
@@ -737,33 +737,33 @@ ngx_http_zk_lock_recipe_vetted(ngx_http_zk_lock_t *lock)
 /* what the session could not do while it was away, it does now */
 
 static ngx_uint_t
-ngx_http_zk_lock_recipe_reconnect(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_reconnect(ngx_zk_lock_node_t *node)
 {
     switch (node->state) {
 
-    case NGX_HTTP_ZK_LOCK_PARKED:
+    case NGX_ZK_LOCK_PARKED:
         if (node->gate == NULL
-            || node->gate->state == NGX_HTTP_ZK_LOCK_HELD)
+            || node->gate->state == NGX_ZK_LOCK_HELD)
         {
-            ngx_http_zk_lock_recipe_create(node);
+            ngx_zk_lock_recipe_create(node);
         }
 
         return 0;
 
-    case NGX_HTTP_ZK_LOCK_ORPHAN:
-        ngx_http_zk_lock_recipe_delete(node);
+    case NGX_ZK_LOCK_ORPHAN:
+        ngx_zk_lock_recipe_delete(node);
         return 0;
 
-    case NGX_HTTP_ZK_LOCK_WAITING:
-    case NGX_HTTP_ZK_LOCK_HELD:
+    case NGX_ZK_LOCK_WAITING:
+    case NGX_ZK_LOCK_HELD:
         if (node->czxid == 0) {
             /* an adopted node's token, asked for in vain */
-            ngx_http_zk_lock_recipe_stat(node);
+            ngx_zk_lock_recipe_stat(node);
         }
 
         /* fall through */
 
-    case NGX_HTTP_ZK_LOCK_LOST:
+    case NGX_ZK_LOCK_LOST:
         /* a watch may have fired or been lost meanwhile */
         return 1;
 
@@ -774,15 +774,15 @@ ngx_http_zk_lock_recipe_reconnect(ngx_http_zk_lock_node_t *node)
 
 
 static ngx_uint_t
-ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_expire(ngx_zk_lock_node_t *node)
 {
     switch (node->state) {
 
-    case NGX_HTTP_ZK_LOCK_LOST:
-    case NGX_HTTP_ZK_LOCK_WAITING:
-    case NGX_HTTP_ZK_LOCK_HELD:
-    case NGX_HTTP_ZK_LOCK_ORPHAN:
-        ngx_http_zk_lock_recipe_node_fail(node, ZSESSIONEXPIRED);
+    case NGX_ZK_LOCK_LOST:
+    case NGX_ZK_LOCK_WAITING:
+    case NGX_ZK_LOCK_HELD:
+    case NGX_ZK_LOCK_ORPHAN:
+        ngx_zk_lock_recipe_node_fail(node, ZSESSIONEXPIRED);
         return 0;
 
     default:
@@ -794,12 +794,12 @@ ngx_http_zk_lock_recipe_expire(ngx_http_zk_lock_node_t *node)
 /* frees a node its owner released, once ZooKeeper has nothing to say */
 
 void
-ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_node_gc(ngx_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t  *lock;
 
     if (node->notify || node->pending
-        || node->state != NGX_HTTP_ZK_LOCK_FAILED)
+        || node->state != NGX_ZK_LOCK_FAILED)
     {
         return;
     }
@@ -807,24 +807,24 @@ ngx_http_zk_lock_recipe_node_gc(ngx_http_zk_lock_node_t *node)
     lock = node->lock;
 
     ngx_queue_remove(&node->queue);
-    ngx_http_zk_lock_group_free(node);
+    ngx_zk_lock_group_free(node);
     ngx_free(node);
 
     lock->refs--;
-    ngx_http_zk_lock_path_gc(lock);
+    ngx_zk_lock_path_gc(lock);
 }
 
 
 /* every move of the diagram beside the enum goes through here */
 
 static void
-ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_state_e state)
+ngx_zk_lock_recipe_node_state(ngx_zk_lock_node_t *node,
+    ngx_zk_lock_state_e state)
 {
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: \"%s/%s\" %s -> %s", node->lock->path,
-                   node->name, ngx_http_zk_lock_state_name[node->state],
-                   ngx_http_zk_lock_state_name[state]);
+                   node->name, ngx_zk_lock_state_name[node->state],
+                   ngx_zk_lock_state_name[state]);
 
     node->state = state;
 }
@@ -833,9 +833,9 @@ ngx_http_zk_lock_recipe_node_state(ngx_http_zk_lock_node_t *node,
 /* the owner is told that it holds the lock */
 
 void
-ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_node_held(ngx_zk_lock_node_t *node)
 {
-    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_HELD);
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_HELD);
 
     if (node->czxid == 0) {
         /* a lost create's node: told once its token is in, see recipe_stat() */
@@ -843,22 +843,22 @@ ngx_http_zk_lock_recipe_node_held(ngx_http_zk_lock_node_t *node)
         return;
     }
 
-    ngx_http_zk_lock_recipe_tell(node);
+    ngx_zk_lock_recipe_tell(node);
 }
 
 
 void
-ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc)
+ngx_zk_lock_recipe_node_fail(ngx_zk_lock_node_t *node, int rc)
 {
-    node->was_held = (node->state == NGX_HTTP_ZK_LOCK_HELD);
+    node->was_held = (node->state == NGX_ZK_LOCK_HELD);
     node->error = rc;
-    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_FAILED);
 
     if (node->notify) {
-        ngx_http_zk_lock_recipe_tell(node);
+        ngx_zk_lock_recipe_tell(node);
 
     } else {
-        ngx_http_zk_lock_recipe_node_gc(node);
+        ngx_zk_lock_recipe_node_gc(node);
     }
 }
 
@@ -869,7 +869,7 @@ ngx_http_zk_lock_recipe_node_fail(ngx_http_zk_lock_node_t *node, int rc)
  */
 
 static void
-ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_tell(ngx_zk_lock_node_t *node)
 {
     if (!node->notify_event.posted) {
         ngx_post_event(&node->notify_event, &ngx_posted_events);
@@ -878,15 +878,15 @@ ngx_http_zk_lock_recipe_tell(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev)
+ngx_zk_lock_recipe_tell_handler(ngx_event_t *ev)
 {
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t  *node;
 
     node = ev->data;
 
     if (node->gate) {
         /* held or failed: the gate has done its part */
-        ngx_http_zk_lock_release(node->gate);
+        ngx_zk_lock_release(node->gate);
         node->gate = NULL;
     }
 
@@ -897,24 +897,24 @@ ngx_http_zk_lock_recipe_tell_handler(ngx_event_t *ev)
 
 
 static void
-ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_create(ngx_zk_lock_node_t *node)
 {
     int                          rc;
     u_char                      *p;
-    ngx_http_zk_lock_t          *lock;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_t               *lock;
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     lock = node->lock;
     s = lock->session;
 
-    switch (ngx_http_zk_lock_path_vet(lock)) {
+    switch (ngx_zk_lock_path_vet(lock)) {
 
-    case NGX_HTTP_ZK_LOCK_VET_OK:
+    case NGX_ZK_LOCK_VET_OK:
         break;
 
-    case NGX_HTTP_ZK_LOCK_VET_FOREIGN:
-        ngx_http_zk_lock_recipe_node_fail(node, NGX_HTTP_ZK_LOCK_FOREIGN);
+    case NGX_ZK_LOCK_VET_FOREIGN:
+        ngx_zk_lock_recipe_node_fail(node, NGX_ZK_LOCK_FOREIGN);
         return;
 
     default:
@@ -923,8 +923,8 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
     }
 
     p = ngx_sprintf(buf, "%s/_c_%*s-%s", lock->path,
-                    (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid,
-                    ngx_http_zk_lock_listing_kind(node->kind));
+                    (size_t) NGX_ZK_LOCK_UUID_LEN, node->uuid,
+                    ngx_zk_lock_listing_kind(node->kind));
     *p = '\0';
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
@@ -933,32 +933,32 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
     node->attempts++;
     node->generation = s->generation;
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     /* the create's Stat carries the node's czxid: its fencing token */
 
     if (node->weight > 1) {
-        rc = ngx_http_zk_lock_group_create(node, buf,
-                                           ngx_http_zk_lock_recipe_create_done);
+        rc = ngx_zk_lock_group_create(node, buf,
+                                      ngx_zk_lock_recipe_create_done);
 
     } else {
         rc = zoo_acreate2(s->zh, (char *) buf, (char *) node->info.data,
                           (int) node->info.len, s->acl,
                           ZOO_EPHEMERAL_SEQUENTIAL,
-                          ngx_http_zk_lock_recipe_create_done, node);
+                          ngx_zk_lock_recipe_create_done, node);
     }
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zookeeper create of \"%s\" failed (%d: %s)",
                       buf, rc, zerror(rc));
-        ngx_http_zk_lock_recipe_node_fail(node, rc);
+        ngx_zk_lock_recipe_node_fail(node, rc);
         return;
     }
 
-    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_CREATING);
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_CREATING);
     node->pending++;
-    node->ahead = NGX_HTTP_ZK_LOCK_UNKNOWN;
+    node->ahead = NGX_ZK_LOCK_UNKNOWN;
 
     /*
      * The listing goes right behind the create: ZooKeeper answers a
@@ -971,22 +971,22 @@ ngx_http_zk_lock_recipe_create(ngx_http_zk_lock_node_t *node)
 
     node->list_id = lock->sent + 1;
 
-    if (!ngx_http_zk_lock_recipe_defer(node)) {
-        ngx_http_zk_lock_path_ask(lock);
+    if (!ngx_zk_lock_recipe_defer(node)) {
+        ngx_zk_lock_path_ask(lock);
     }
 }
 
 
 static void
-ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
+ngx_zk_lock_recipe_create_done(int rc, const char *value,
     const struct Stat *stat, const void *data)
 {
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+    ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
     size_t                       len;
     u_char                      *name;
-    ngx_http_zk_lock_t          *lock;
-    ngx_http_zk_lock_session_t  *s;
+    ngx_zk_lock_t               *lock;
+    ngx_zk_lock_session_t       *s;
 
     lock = node->lock;
     s = lock->session;
@@ -1012,38 +1012,38 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
         if (len >= sizeof(node->name)) {
             ngx_log_error(NGX_LOG_ALERT, node->log, 0,
                           "unexpected zookeeper node name \"%s\"", value);
-            ngx_http_zk_lock_recipe_node_fail(node, ZAPIERROR);
+            ngx_zk_lock_recipe_node_fail(node, ZAPIERROR);
             return;
         }
 
         ngx_memcpy(node->name, name, len + 1);
         node->name_len = len;
-        node->seq = ngx_http_zk_lock_listing_seq(name, len);
+        node->seq = ngx_zk_lock_listing_seq(name, len);
         node->czxid = stat ? stat->czxid : 0;
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_WAITING);
 
         if (node->notify == NULL) {
             /* released while the create was on its way */
-            ngx_http_zk_lock_recipe_delete(node);
+            ngx_zk_lock_recipe_delete(node);
             return;
         }
 
         if (node->revocable) {
-            ngx_http_zk_lock_recipe_revoke_watch(node);
+            ngx_zk_lock_recipe_revoke_watch(node);
         }
 
         if (stat == NULL) {
             /* a group's multi() answers no Stat: see recipe_stat() */
-            ngx_http_zk_lock_recipe_stat(node);
+            ngx_zk_lock_recipe_stat(node);
         }
 
-        if (node->seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
-            ngx_http_zk_lock_recipe_wrapped(lock, name);
+        if (node->seq == NGX_ZK_LOCK_SEQ_WRAPPED) {
+            ngx_zk_lock_recipe_wrapped(lock, name);
             return;
         }
 
         if (node->list_id > lock->sent
-            && !ngx_http_zk_lock_recipe_defer(node))
+            && !ngx_zk_lock_recipe_defer(node))
         {
 
             /*
@@ -1052,22 +1052,22 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
              * does, or the request times out
              */
 
-            (void) ngx_http_zk_lock_path_list(lock);
+            (void) ngx_zk_lock_path_list(lock);
         }
 
         return;
 
     case ZNONODE:
 
-        if (node->notify && node->attempts < NGX_HTTP_ZK_LOCK_MAX_ATTEMPTS) {
+        if (node->notify && node->attempts < NGX_ZK_LOCK_MAX_ATTEMPTS) {
 
             /*
              * ZooKeeper runs a session's requests in order: the parents
              * exist by the time the create is retried
              */
 
-            ngx_http_zk_lock_path_create_parents(lock);
-            ngx_http_zk_lock_recipe_create(node);
+            ngx_zk_lock_path_create_parents(lock);
+            ngx_zk_lock_recipe_create(node);
             return;
         }
 
@@ -1081,7 +1081,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
          * looks for its uuid (Curator's "protection")
          */
 
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_LOST);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_LOST);
         return;
 
     default:
@@ -1094,7 +1094,7 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
                       lock->path, rc, zerror(rc));
     }
 
-    ngx_http_zk_lock_recipe_node_fail(node, rc);
+    ngx_zk_lock_recipe_node_fail(node, rc);
 }
 
 
@@ -1106,15 +1106,15 @@ ngx_http_zk_lock_recipe_create_done(int rc, const char *value,
  */
 
 static ngx_uint_t
-ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_defer(ngx_zk_lock_node_t *node)
 {
     ngx_uint_t           needed;
-    ngx_http_zk_lock_t  *lock;
+    ngx_zk_lock_t       *lock;
 
     lock = node->lock;
-    needed = ngx_http_zk_lock_recipe_needed(node);
+    needed = ngx_zk_lock_recipe_needed(node);
 
-    node->deferred = (lock->deep && node->kind != NGX_HTTP_ZK_LOCK_READ
+    node->deferred = (lock->deep && node->kind != NGX_ZK_LOCK_READ
                       && !node->trying
                       && lock->listing.live >= ngx_max(lock->span, needed));
 
@@ -1127,52 +1127,52 @@ ngx_http_zk_lock_recipe_defer(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_delete(ngx_zk_lock_node_t *node)
 {
     int                          rc;
-    ngx_http_zk_lock_t          *lock;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_t               *lock;
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     lock = node->lock;
     s = lock->session;
 
     if (node->generation != s->generation || s->zh == NULL) {
         /* the znode went with its session */
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-        ngx_http_zk_lock_recipe_node_gc(node);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_FAILED);
+        ngx_zk_lock_recipe_node_gc(node);
         return;
     }
 
     if (!s->connected) {
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_ORPHAN);
         return;
     }
 
-    (void) ngx_http_zk_lock_path_child(buf, lock, node->name);
+    (void) ngx_zk_lock_path_child(buf, lock, node->name);
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: delete \"%s\"", buf);
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     if (node->npassengers) {
-        ngx_http_zk_lock_group_delete(node,
-                                      ngx_http_zk_lock_recipe_passenger_done);
+        ngx_zk_lock_group_delete(node,
+                                 ngx_zk_lock_recipe_passenger_done);
     }
 
     rc = zoo_adelete(s->zh, (char *) buf, -1,
-                     ngx_http_zk_lock_recipe_delete_done, node);
+                     ngx_zk_lock_recipe_delete_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_adelete(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_ORPHAN);
         return;
     }
 
-    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_DELETING);
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_DELETING);
     node->pending++;
 }
 
@@ -1180,26 +1180,26 @@ ngx_http_zk_lock_recipe_delete(ngx_http_zk_lock_node_t *node)
 /* a passenger's delete: its node's own delete, answered next, tells */
 
 static void
-ngx_http_zk_lock_recipe_passenger_done(int rc, const void *data)
+ngx_zk_lock_recipe_passenger_done(int rc, const void *data)
 {
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+    ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
     node->pending--;
 
     if (!node->lock->session->exiting) {
-        ngx_http_zk_lock_recipe_node_gc(node);
+        ngx_zk_lock_recipe_node_gc(node);
     }
 }
 
 
 static void
-ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
+ngx_zk_lock_recipe_delete_done(int rc, const void *data)
 {
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+    ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
     ngx_queue_t              *q;
-    ngx_http_zk_lock_t       *lock;
-    ngx_http_zk_lock_node_t  *other;
+    ngx_zk_lock_t            *lock;
+    ngx_zk_lock_node_t       *other;
 
     lock = node->lock;
 
@@ -1215,7 +1215,7 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 
     if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
         /* Curator's guaranteed delete: again once reconnected */
-        ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_ORPHAN);
+        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_ORPHAN);
         return;
     }
 
@@ -1229,12 +1229,12 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
 
     if (rc == ZOK) {
         /* the nodes behind it are not watching it, see path_watch() */
-        ngx_http_zk_lock_group_gone(node);
+        ngx_zk_lock_group_gone(node);
         lock->owner->gone(lock, node->seq);
 
     } else if (rc == ZNONODE) {
         /* someone else deleted it: when, the listing tells */
-        ngx_http_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_relist(lock);
     }
 
     /*
@@ -1247,17 +1247,17 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
              q != ngx_queue_sentinel(&lock->nodes);
              q = ngx_queue_next(q))
         {
-            other = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+            other = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-            if (other->state == NGX_HTTP_ZK_LOCK_WAITING && other->notify) {
-                ngx_http_zk_lock_path_relist(lock);
+            if (other->state == NGX_ZK_LOCK_WAITING && other->notify) {
+                ngx_zk_lock_path_relist(lock);
                 break;
             }
         }
     }
 
-    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-    ngx_http_zk_lock_recipe_node_gc(node);
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_FAILED);
+    ngx_zk_lock_recipe_node_gc(node);
 }
 
 
@@ -1269,10 +1269,10 @@ ngx_http_zk_lock_recipe_delete_done(int rc, const void *data)
  */
 
 void
-ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
+ngx_zk_lock_recipe_wrapped(ngx_zk_lock_t *lock, u_char *name)
 {
     ngx_queue_t              *q, *nq;
-    ngx_http_zk_lock_node_t  *node;
+    ngx_zk_lock_node_t       *node;
 
     ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
                   "zookeeper sequence numbers under \"%s\" have run past "
@@ -1284,13 +1284,13 @@ ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
          q = nq)
     {
         nq = ngx_queue_next(q);
-        node = ngx_queue_data(q, ngx_http_zk_lock_node_t, queue);
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-        if (node->state == NGX_HTTP_ZK_LOCK_WAITING) {
+        if (node->state == NGX_ZK_LOCK_WAITING) {
             node->was_waiting = 1;
             node->error = ZBADARGUMENTS;
-            ngx_http_zk_lock_recipe_delete(node);
-            ngx_http_zk_lock_recipe_tell(node);
+            ngx_zk_lock_recipe_delete(node);
+            ngx_zk_lock_recipe_tell(node);
         }
     }
 }
@@ -1302,29 +1302,29 @@ ngx_http_zk_lock_recipe_wrapped(ngx_http_zk_lock_t *lock, u_char *name)
 /* the count of nodes ahead below which a waiter holds */
 
 ngx_uint_t
-ngx_http_zk_lock_recipe_needed(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_needed(ngx_zk_lock_node_t *node)
 {
-    return (node->kind == NGX_HTTP_ZK_LOCK_READ)
-           ? 1 : ngx_http_zk_lock_recipe_leases(node);
+    return (node->kind == NGX_ZK_LOCK_READ)
+           ? 1 : ngx_zk_lock_recipe_leases(node);
 }
 
 
 /* a node whose create reply was lost is found by its uuid, or made again */
 
 ngx_int_t
-ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n)
+ngx_zk_lock_recipe_adopt(ngx_zk_lock_node_t *node,
+    ngx_zk_lock_child_t *children, ngx_uint_t n)
 {
     size_t       len;
     ngx_uint_t   i;
-    u_char       prefix[sizeof("_c_-") + NGX_HTTP_ZK_LOCK_UUID_LEN];
+    u_char       prefix[sizeof("_c_-") + NGX_ZK_LOCK_UUID_LEN];
 
     (void) ngx_sprintf(prefix, "_c_%*s-",
-                       (size_t) NGX_HTTP_ZK_LOCK_UUID_LEN, node->uuid);
+                       (size_t) NGX_ZK_LOCK_UUID_LEN, node->uuid);
 
     if (node->weight > 1) {
-        i = ngx_http_zk_lock_group_adopt(node, children, n, prefix,
-                                         sizeof(prefix) - 1);
+        i = ngx_zk_lock_group_adopt(node, children, n, prefix,
+                                    sizeof(prefix) - 1);
 
     } else {
         for (i = 0; i < n; i++) {
@@ -1343,11 +1343,11 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
 
         if (node->notify) {
             node->attempts = 0;
-            ngx_http_zk_lock_recipe_create(node);
+            ngx_zk_lock_recipe_create(node);
 
         } else {
-            ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_FAILED);
-            ngx_http_zk_lock_recipe_node_gc(node);
+            ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_FAILED);
+            ngx_zk_lock_recipe_node_gc(node);
         }
 
         return NGX_DECLINED;
@@ -1362,21 +1362,21 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
     ngx_memcpy(node->name, children[i].name, len + 1);
     node->name_len = len;
     node->seq = children[i].seq;
-    ngx_http_zk_lock_recipe_node_state(node, NGX_HTTP_ZK_LOCK_WAITING);
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_WAITING);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, node->log, 0,
                    "zk lock: found lost node \"%s/%s\"",
                    node->lock->path, node->name);
 
     if (node->notify == NULL) {
-        ngx_http_zk_lock_recipe_delete(node);
+        ngx_zk_lock_recipe_delete(node);
         return NGX_DECLINED;
     }
 
-    ngx_http_zk_lock_recipe_stat(node);
+    ngx_zk_lock_recipe_stat(node);
 
     if (node->revocable) {
-        ngx_http_zk_lock_recipe_revoke_watch(node);
+        ngx_zk_lock_recipe_revoke_watch(node);
     }
 
     return NGX_OK;
@@ -1390,26 +1390,26 @@ ngx_http_zk_lock_recipe_adopt(ngx_http_zk_lock_node_t *node,
  */
 
 static void
-ngx_http_zk_lock_recipe_stat(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_stat(ngx_zk_lock_node_t *node)
 {
     int                          rc;
-    ngx_http_zk_lock_session_t  *s;
-    u_char                       buf[NGX_HTTP_ZK_LOCK_BUF_LEN];
+    ngx_zk_lock_session_t       *s;
+    u_char                       buf[NGX_ZK_LOCK_BUF_LEN];
 
     s = node->lock->session;
 
-    (void) ngx_http_zk_lock_path_child(buf, node->lock, node->name);
+    (void) ngx_zk_lock_path_child(buf, node->lock, node->name);
 
-    ngx_http_zk_lock_session_batch(s);
+    ngx_zk_lock_session_batch(s);
 
     rc = zoo_aexists(s->zh, (char *) buf, 0,
-                     ngx_http_zk_lock_recipe_stat_done, node);
+                     ngx_zk_lock_recipe_stat_done, node);
 
     if (rc != ZOK) {
         ngx_log_error(NGX_LOG_ERR, node->log, 0,
                       "zoo_aexists(\"%s\") failed (%d: %s)",
                       buf, rc, zerror(rc));
-        ngx_http_zk_lock_recipe_node_fail(node, rc);
+        ngx_zk_lock_recipe_node_fail(node, rc);
         return;
     }
 
@@ -1418,12 +1418,12 @@ ngx_http_zk_lock_recipe_stat(ngx_http_zk_lock_node_t *node)
 
 
 static void
-ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
+ngx_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
     const void *data)
 {
-    ngx_http_zk_lock_node_t  *node = (ngx_http_zk_lock_node_t *) data;
+    ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
-    if (!ngx_http_zk_lock_recipe_answered(node)) {
+    if (!ngx_zk_lock_recipe_answered(node)) {
         return;
     }
 
@@ -1433,7 +1433,7 @@ ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
     }
 
     if (rc != ZOK || stat == NULL) {
-        ngx_http_zk_lock_recipe_node_fail(node, rc == ZOK ? ZAPIERROR : rc);
+        ngx_zk_lock_recipe_node_fail(node, rc == ZOK ? ZAPIERROR : rc);
         return;
     }
 
@@ -1441,14 +1441,14 @@ ngx_http_zk_lock_recipe_stat_done(int rc, const struct Stat *stat,
 
     if (node->untold) {
         node->untold = 0;
-        ngx_http_zk_lock_recipe_tell(node);
+        ngx_zk_lock_recipe_tell(node);
     }
 }
 
 
 
 ngx_uint_t
-ngx_http_zk_lock_recipe_leases(ngx_http_zk_lock_node_t *node)
+ngx_zk_lock_recipe_leases(ngx_zk_lock_node_t *node)
 {
     if (node->counter && node->counter->value) {
         return node->counter->value;

@@ -4,15 +4,15 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_BROKER_H_INCLUDED_
+#define _NGX_ZK_LOCK_BROKER_H_INCLUDED_
 
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_event.h>
 
-#include "ngx_http_zk_lock_session.h"
+#include "ngx_zk_lock_session.h"
 
 
 /*
@@ -24,7 +24,7 @@
  *
  *   "<directive> <weight> <try> <path length> <info length>\n" path info
  *
- * The broker takes the lock as the request would (ngx_http_zk_lock_take())
+ * The broker takes the lock as the request would (ngx_zk_lock_take())
  * and tells every change of its node:
  *
  *   "<state> <error> <seq> <czxid> <reused> <name>\n"
@@ -42,31 +42,31 @@
  *   "h <deadline in ms>\n"
  *
  * and a worker whose broker falls silent lets the node go at that time as
- * the broker itself would have (see ngx_http_zk_lock_remote.c).  A kept
+ * the broker itself would have (see ngx_zk_lock_remote.c).  A kept
  * lease that the worker keeps between its requests is recalled with
  * "r\n"; "e\n" from the worker says that it kept it for "keep" unused.
  */
 
 
-#define NGX_HTTP_ZK_LOCK_BROKER_ASK   "%ui %ui %ui %uz %uz\n"
-#define NGX_HTTP_ZK_LOCK_BROKER_TELL  "%d %d %uD %L %d %s\n"
+#define NGX_ZK_LOCK_BROKER_ASK   "%ui %ui %ui %uz %uz\n"
+#define NGX_ZK_LOCK_BROKER_TELL  "%d %d %uD %L %d %s\n"
 
 /* the longest line of each */
-#define NGX_HTTP_ZK_LOCK_BROKER_HEAD  (5 * NGX_INT_T_LEN)
-#define NGX_HTTP_ZK_LOCK_BROKER_LINE  (5 * NGX_INT64_LEN + 64)
+#define NGX_ZK_LOCK_BROKER_HEAD  (5 * NGX_INT_T_LEN)
+#define NGX_ZK_LOCK_BROKER_LINE  (5 * NGX_INT64_LEN + 64)
 
 /* the longest node data asked for, see eval_info() */
-#define NGX_HTTP_ZK_LOCK_BROKER_INFO  256
+#define NGX_ZK_LOCK_BROKER_INFO  256
 
-#define NGX_HTTP_ZK_LOCK_BROKER_TRUST  "h %L\n"
+#define NGX_ZK_LOCK_BROKER_TRUST  "h %L\n"
 
 
-ngx_int_t ngx_http_zk_lock_broker_init(ngx_cycle_t *cycle,
-    ngx_http_zk_lock_session_t *s, ngx_array_t *specs,
+ngx_int_t ngx_zk_lock_broker_init(ngx_cycle_t *cycle,
+    ngx_zk_lock_session_t *s, ngx_array_t *specs,
     ngx_uint_t generation);
-socklen_t ngx_http_zk_lock_broker_addr(struct sockaddr_un *sun,
+socklen_t ngx_zk_lock_broker_addr(struct sockaddr_un *sun,
     ngx_uint_t generation, ngx_uint_t slot);
-int64_t ngx_http_zk_lock_broker_clock(void);
+int64_t ngx_zk_lock_broker_clock(void);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_BROKER_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_BROKER_H_INCLUDED_ */

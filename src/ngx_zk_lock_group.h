@@ -4,14 +4,14 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_GROUP_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_GROUP_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_GROUP_H_INCLUDED_
+#define _NGX_ZK_LOCK_GROUP_H_INCLUDED_
 
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_http_zk_lock_recipe.h"
+#include "ngx_zk_lock_recipe.h"
 
 
 /*
@@ -30,26 +30,26 @@
  * A group's multi() stays well under ZooKeeper's jute.maxbuffer (1 MB by
  * default: a larger request makes the server drop the connection).  A
  * create in it costs its path, the sequence number, and at most about
- * NGX_HTTP_ZK_LOCK_MULTI_OP bytes more: the node's data (256 at most), its
+ * NGX_ZK_LOCK_MULTI_OP bytes more: the node's data (256 at most), its
  * ACL, the headers.
  */
 
-#define NGX_HTTP_ZK_LOCK_MULTI_MAX  (512 * 1024)
-#define NGX_HTTP_ZK_LOCK_MULTI_OP   (256 + 256)
+#define NGX_ZK_LOCK_MULTI_MAX  (512 * 1024)
+#define NGX_ZK_LOCK_MULTI_OP   (256 + 256)
 
-#define ngx_http_zk_lock_group_max(path_len)                                  \
-    (NGX_HTTP_ZK_LOCK_MULTI_MAX / ((path_len) + 11 + NGX_HTTP_ZK_LOCK_MULTI_OP))
+#define ngx_zk_lock_group_max(path_len)                                  \
+    (NGX_ZK_LOCK_MULTI_MAX / ((path_len) + 11 + NGX_ZK_LOCK_MULTI_OP))
 
 
-ngx_int_t ngx_http_zk_lock_group_create(ngx_http_zk_lock_node_t *node,
+ngx_int_t ngx_zk_lock_group_create(ngx_zk_lock_node_t *node,
     u_char *path, string_stat_completion_t done);
-ngx_uint_t ngx_http_zk_lock_group_adopt(ngx_http_zk_lock_node_t *node,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, u_char *prefix,
+ngx_uint_t ngx_zk_lock_group_adopt(ngx_zk_lock_node_t *node,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, u_char *prefix,
     size_t len);
-void ngx_http_zk_lock_group_delete(ngx_http_zk_lock_node_t *node,
+void ngx_zk_lock_group_delete(ngx_zk_lock_node_t *node,
     void_completion_t done);
-void ngx_http_zk_lock_group_gone(ngx_http_zk_lock_node_t *node);
-void ngx_http_zk_lock_group_free(ngx_http_zk_lock_node_t *node);
+void ngx_zk_lock_group_gone(ngx_zk_lock_node_t *node);
+void ngx_zk_lock_group_free(ngx_zk_lock_node_t *node);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_GROUP_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_GROUP_H_INCLUDED_ */

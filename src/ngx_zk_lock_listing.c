@@ -7,24 +7,24 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
-#include "ngx_http_zk_lock_listing.h"
+#include "ngx_zk_lock_listing.h"
 
 
-#define NGX_HTTP_ZK_LOCK_SEQ_LEN        10
+#define NGX_ZK_LOCK_SEQ_LEN        10
 
 /* "_c_" <UUID: 36 characters> "-": what comes before the kind in a name */
-#define NGX_HTTP_ZK_LOCK_PREFIX_LEN     (3 + 36 + 1)
+#define NGX_ZK_LOCK_PREFIX_LEN     (3 + 36 + 1)
 
 
-static ngx_uint_t ngx_http_zk_lock_listing_first(void *base, size_t size,
+static ngx_uint_t ngx_zk_lock_listing_first(void *base, size_t size,
     ngx_uint_t n, uint32_t seq);
-static int ngx_libc_cdecl ngx_http_zk_lock_listing_cmp(const void *one,
+static int ngx_libc_cdecl ngx_zk_lock_listing_cmp(const void *one,
     const void *two);
 
 
 /* Curator's infixes, by kind: the read and write ones have the same length */
 
-static const char  *ngx_http_zk_lock_listing_kinds[] = {
+static const char  *ngx_zk_lock_listing_kinds[] = {
     "lock-", "__READ__", "__WRIT__", "lease-"
 };
 
@@ -41,30 +41,30 @@ static const char  *ngx_http_zk_lock_listing_kinds[] = {
  */
 
 uint32_t
-ngx_http_zk_lock_listing_seq(u_char *name, size_t len)
+ngx_zk_lock_listing_seq(u_char *name, size_t len)
 {
     u_char      *p;
     size_t       n;
     ngx_int_t    seq;
     ngx_uint_t   k, nkinds, wrapped;
 
-    if (len < NGX_HTTP_ZK_LOCK_PREFIX_LEN + NGX_HTTP_ZK_LOCK_SEQ_LEN
+    if (len < NGX_ZK_LOCK_PREFIX_LEN + NGX_ZK_LOCK_SEQ_LEN
         || ngx_strncmp(name, "_c_", 3) != 0
-        || name[NGX_HTTP_ZK_LOCK_PREFIX_LEN - 1] != '-')
+        || name[NGX_ZK_LOCK_PREFIX_LEN - 1] != '-')
     {
-        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
+        return NGX_ZK_LOCK_SEQ_NONE;
     }
 
-    p = name + NGX_HTTP_ZK_LOCK_PREFIX_LEN;
-    n = len - NGX_HTTP_ZK_LOCK_PREFIX_LEN - NGX_HTTP_ZK_LOCK_SEQ_LEN;
-    nkinds = sizeof(ngx_http_zk_lock_listing_kinds) / sizeof(char *);
+    p = name + NGX_ZK_LOCK_PREFIX_LEN;
+    n = len - NGX_ZK_LOCK_PREFIX_LEN - NGX_ZK_LOCK_SEQ_LEN;
+    nkinds = sizeof(ngx_zk_lock_listing_kinds) / sizeof(char *);
 
     for (k = 0; k < nkinds; k++) {
-        wrapped = (n == ngx_strlen(ngx_http_zk_lock_listing_kinds[k]) + 1
+        wrapped = (n == ngx_strlen(ngx_zk_lock_listing_kinds[k]) + 1
                    && p[n - 1] == '-');
 
-        if (n - wrapped == ngx_strlen(ngx_http_zk_lock_listing_kinds[k])
-            && ngx_strncmp(p, ngx_http_zk_lock_listing_kinds[k], n - wrapped)
+        if (n - wrapped == ngx_strlen(ngx_zk_lock_listing_kinds[k])
+            && ngx_strncmp(p, ngx_zk_lock_listing_kinds[k], n - wrapped)
                == 0)
         {
             break;
@@ -72,38 +72,38 @@ ngx_http_zk_lock_listing_seq(u_char *name, size_t len)
     }
 
     if (k == nkinds) {
-        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
+        return NGX_ZK_LOCK_SEQ_NONE;
     }
 
     if (p[n] == '-') {
         /* from -999999999 on, the sign is within the 10 characters */
-        return NGX_HTTP_ZK_LOCK_SEQ_WRAPPED;
+        return NGX_ZK_LOCK_SEQ_WRAPPED;
     }
 
-    seq = ngx_atoi(p + n, NGX_HTTP_ZK_LOCK_SEQ_LEN);
+    seq = ngx_atoi(p + n, NGX_ZK_LOCK_SEQ_LEN);
 
     if (seq == NGX_ERROR || seq > NGX_MAX_INT32_VALUE + (ngx_int_t) wrapped) {
-        return NGX_HTTP_ZK_LOCK_SEQ_NONE;
+        return NGX_ZK_LOCK_SEQ_NONE;
     }
 
-    return wrapped ? NGX_HTTP_ZK_LOCK_SEQ_WRAPPED : (uint32_t) seq;
+    return wrapped ? NGX_ZK_LOCK_SEQ_WRAPPED : (uint32_t) seq;
 }
 
 
 const char *
-ngx_http_zk_lock_listing_kind(ngx_http_zk_lock_kind_e kind)
+ngx_zk_lock_listing_kind(ngx_zk_lock_kind_e kind)
 {
-    return ngx_http_zk_lock_listing_kinds[kind];
+    return ngx_zk_lock_listing_kinds[kind];
 }
 
 
 /* as Curator: a node whose name contains the write lock's */
 
 ngx_uint_t
-ngx_http_zk_lock_listing_is_write(u_char *name)
+ngx_zk_lock_listing_is_write(u_char *name)
 {
     return ngx_strstr(name,
-                      ngx_http_zk_lock_listing_kinds[NGX_HTTP_ZK_LOCK_WRITE])
+                      ngx_zk_lock_listing_kinds[NGX_ZK_LOCK_WRITE])
            != NULL;
 }
 
@@ -115,7 +115,7 @@ ngx_http_zk_lock_listing_is_write(u_char *name)
  */
 
 ngx_uint_t
-ngx_http_zk_lock_listing_sort(ngx_http_zk_lock_child_t *children,
+ngx_zk_lock_listing_sort(ngx_zk_lock_child_t *children,
     char **names, ngx_uint_t n)
 {
     ngx_uint_t  i, writes, first_write;
@@ -123,15 +123,15 @@ ngx_http_zk_lock_listing_sort(ngx_http_zk_lock_child_t *children,
     for (i = 0; i < n; i++) {
         children[i].name = (u_char *) names[i];
         children[i].len = ngx_strlen(children[i].name);
-        children[i].seq = ngx_http_zk_lock_listing_seq(children[i].name,
-                                                       children[i].len);
-        children[i].write = ngx_http_zk_lock_listing_is_write(
+        children[i].seq = ngx_zk_lock_listing_seq(children[i].name,
+                                                  children[i].len);
+        children[i].write = ngx_zk_lock_listing_is_write(
                                                             children[i].name);
     }
 
     if (n) {
-        ngx_qsort(children, n, sizeof(ngx_http_zk_lock_child_t),
-                  ngx_http_zk_lock_listing_cmp);
+        ngx_qsort(children, n, sizeof(ngx_zk_lock_child_t),
+                  ngx_zk_lock_listing_cmp);
     }
 
     first_write = n;
@@ -153,15 +153,15 @@ ngx_http_zk_lock_listing_sort(ngx_http_zk_lock_child_t *children,
 /* a participant with a negative sequence number, sorted after the others */
 
 u_char *
-ngx_http_zk_lock_listing_wrapped(ngx_http_zk_lock_child_t *children,
+ngx_zk_lock_listing_wrapped(ngx_zk_lock_child_t *children,
     ngx_uint_t n)
 {
     ngx_uint_t  i;
 
-    i = ngx_http_zk_lock_listing_find(children, n,
-                                      NGX_HTTP_ZK_LOCK_SEQ_WRAPPED);
+    i = ngx_zk_lock_listing_find(children, n,
+                                 NGX_ZK_LOCK_SEQ_WRAPPED);
 
-    return (i < n && children[i].seq == NGX_HTTP_ZK_LOCK_SEQ_WRAPPED)
+    return (i < n && children[i].seq == NGX_ZK_LOCK_SEQ_WRAPPED)
            ? children[i].name : NULL;
 }
 
@@ -169,14 +169,14 @@ ngx_http_zk_lock_listing_wrapped(ngx_http_zk_lock_child_t *children,
 /* the index of a node in the sorted children, or NGX_ERROR if not there */
 
 ngx_int_t
-ngx_http_zk_lock_listing_index(ngx_http_zk_lock_child_t *children,
+ngx_zk_lock_listing_index(ngx_zk_lock_child_t *children,
     ngx_uint_t n, uint32_t seq, u_char *name)
 {
     ngx_uint_t  i;
 
     /* foreign nodes without a sequence number share one */
 
-    for (i = ngx_http_zk_lock_listing_find(children, n, seq);
+    for (i = ngx_zk_lock_listing_find(children, n, seq);
          i < n && children[i].seq == seq;
          i++)
     {
@@ -192,12 +192,12 @@ ngx_http_zk_lock_listing_index(ngx_http_zk_lock_child_t *children,
 /* the index of the first sorted child whose sequence number is not below */
 
 ngx_uint_t
-ngx_http_zk_lock_listing_find(ngx_http_zk_lock_child_t *children,
+ngx_zk_lock_listing_find(ngx_zk_lock_child_t *children,
     ngx_uint_t n, uint32_t seq)
 {
-    return ngx_http_zk_lock_listing_first(children,
-                                          sizeof(ngx_http_zk_lock_child_t),
-                                          n, seq);
+    return ngx_zk_lock_listing_first(children,
+                                     sizeof(ngx_zk_lock_child_t),
+                                     n, seq);
 }
 
 
@@ -209,15 +209,15 @@ ngx_http_zk_lock_listing_find(ngx_http_zk_lock_child_t *children,
  */
 
 ngx_int_t
-ngx_http_zk_lock_listing_keep(ngx_http_zk_lock_listing_t *listing,
-    ngx_http_zk_lock_child_t *children, ngx_uint_t n, ngx_log_t *log)
+ngx_zk_lock_listing_keep(ngx_zk_lock_listing_t *listing,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_log_t *log)
 {
     u_char                    *p, *names;
     size_t                     size;
     ngx_uint_t                 i;
-    ngx_http_zk_lock_entry_t  *entries;
+    ngx_zk_lock_entry_t       *entries;
 
-    while (n && children[n - 1].seq >= NGX_HTTP_ZK_LOCK_SEQ_WRAPPED) {
+    while (n && children[n - 1].seq >= NGX_ZK_LOCK_SEQ_WRAPPED) {
         n--;
     }
 
@@ -225,7 +225,7 @@ ngx_http_zk_lock_listing_keep(ngx_http_zk_lock_listing_t *listing,
     names = NULL;
 
     if (n) {
-        size = n * sizeof(ngx_http_zk_lock_entry_t);
+        size = n * sizeof(ngx_zk_lock_entry_t);
 
         for (i = 0; i < n; i++) {
             size += children[i].len + 1;
@@ -250,7 +250,7 @@ ngx_http_zk_lock_listing_keep(ngx_http_zk_lock_listing_t *listing,
         p = ngx_cpymem(p, children[i].name, children[i].len + 1);
     }
 
-    ngx_http_zk_lock_listing_free(listing);
+    ngx_zk_lock_listing_free(listing);
 
     listing->entries = entries;
     listing->n = n;
@@ -263,16 +263,16 @@ ngx_http_zk_lock_listing_keep(ngx_http_zk_lock_listing_t *listing,
 
 /* the entry of a node heard to be gone, unless counted already */
 
-ngx_http_zk_lock_entry_t *
-ngx_http_zk_lock_listing_remove(ngx_http_zk_lock_listing_t *listing,
+ngx_zk_lock_entry_t *
+ngx_zk_lock_listing_remove(ngx_zk_lock_listing_t *listing,
     uint32_t seq)
 {
     ngx_uint_t                 i;
-    ngx_http_zk_lock_entry_t  *e;
+    ngx_zk_lock_entry_t       *e;
 
-    i = ngx_http_zk_lock_listing_first(listing->entries,
-                                       sizeof(ngx_http_zk_lock_entry_t),
-                                       listing->n, seq);
+    i = ngx_zk_lock_listing_first(listing->entries,
+                                  sizeof(ngx_zk_lock_entry_t),
+                                  listing->n, seq);
 
     if (i == listing->n || listing->entries[i].seq != seq
         || listing->entries[i].gone)
@@ -294,15 +294,15 @@ ngx_http_zk_lock_listing_remove(ngx_http_zk_lock_listing_t *listing,
 
 
 u_char *
-ngx_http_zk_lock_listing_name(ngx_http_zk_lock_listing_t *listing,
-    ngx_http_zk_lock_entry_t *e)
+ngx_zk_lock_listing_name(ngx_zk_lock_listing_t *listing,
+    ngx_zk_lock_entry_t *e)
 {
     return (u_char *) &listing->entries[listing->n] + e->name;
 }
 
 
 void
-ngx_http_zk_lock_listing_free(ngx_http_zk_lock_listing_t *listing)
+ngx_zk_lock_listing_free(ngx_zk_lock_listing_t *listing)
 {
     if (listing->entries) {
         ngx_free(listing->entries);
@@ -318,7 +318,7 @@ ngx_http_zk_lock_listing_free(ngx_http_zk_lock_listing_t *listing)
 /* a binary search by the sequence number, which leads either struct */
 
 static ngx_uint_t
-ngx_http_zk_lock_listing_first(void *base, size_t size, ngx_uint_t n,
+ngx_zk_lock_listing_first(void *base, size_t size, ngx_uint_t n,
     uint32_t seq)
 {
     ngx_uint_t  lo, hi, mid;
@@ -342,10 +342,10 @@ ngx_http_zk_lock_listing_first(void *base, size_t size, ngx_uint_t n,
 
 
 static int ngx_libc_cdecl
-ngx_http_zk_lock_listing_cmp(const void *one, const void *two)
+ngx_zk_lock_listing_cmp(const void *one, const void *two)
 {
-    const ngx_http_zk_lock_child_t  *a = one;
-    const ngx_http_zk_lock_child_t  *b = two;
+    const ngx_zk_lock_child_t  *a = one;
+    const ngx_zk_lock_child_t  *b = two;
 
     if (a->seq != b->seq) {
         return a->seq < b->seq ? -1 : 1;

@@ -1,0 +1,43 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_KEEP_H_INCLUDED_
+#define _NGX_ZK_LOCK_KEEP_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_zk_lock_recipe.h"
+
+
+/*
+ * zk_semaphore ... keep=<time>: a worker keeps the lease nodes that its
+ * requests held, and hands them to its next requests without a ZooKeeper
+ * call; see ngx_zk_lock_keep.c for the protocol.
+ */
+
+
+/* what a pool tells its owner's metrics: a lease idle, or given back */
+
+typedef void (*ngx_zk_lock_keep_report_pt)(void *tag, ngx_int_t idle,
+    ngx_uint_t given_back);
+
+
+ngx_zk_lock_node_t *ngx_zk_lock_keep_acquire(
+    ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
+    ngx_uint_t transient, void *tag,
+    ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall,
+    void *data, ngx_log_t *log);
+void ngx_zk_lock_keep_late(ngx_zk_lock_node_t *ticket);
+void ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
+    ngx_zk_lock_child_t *children, ngx_uint_t n);
+void ngx_zk_lock_keep_init(ngx_zk_lock_keep_report_pt report);
+
+
+#endif /* _NGX_ZK_LOCK_KEEP_H_INCLUDED_ */

@@ -1,0 +1,31 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_REMOTE_H_INCLUDED_
+#define _NGX_ZK_LOCK_REMOTE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_zk_lock_recipe.h"
+
+
+/*
+ * A worker without a session (zk_sessions): its requests' nodes are held
+ * by a broker's session, see ngx_zk_lock_broker.h for the protocol
+ */
+
+void ngx_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation);
+ngx_zk_lock_node_t *ngx_zk_lock_remote_acquire(ngx_uint_t id,
+    ngx_str_t *path, ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
+    ngx_msec_t keep, ngx_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log);
+ngx_uint_t ngx_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path);
+
+
+#endif /* _NGX_ZK_LOCK_REMOTE_H_INCLUDED_ */
