@@ -33,6 +33,8 @@ static ngx_zk_lock_node_t *ngx_http_zk_lock_handler_step(
     ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_str_t *path, ngx_uint_t try,
     ngx_zk_lock_notify_pt notify);
+static ngx_uint_t ngx_http_zk_lock_handler_remote(
+    ngx_http_zk_lock_main_conf_t *lmcf, ngx_msec_t keep);
 static ngx_int_t ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node);
@@ -723,7 +725,7 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
 
     keep = ngx_zk_lock_kept(&hold->spec->lock, hold->weight, try);
 
-    if (lmcf->session->brokered || (keep && lmcf->borrow)) {
+    if (ngx_http_zk_lock_handler_remote(lmcf, keep)) {
         node = ngx_zk_lock_remote_acquire(hold->spec->id, path,
                                           hold->weight, &info, try, keep,
                                           notify, ctx,
@@ -747,6 +749,20 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     return ngx_zk_lock_take(lmcf->session, &hold->spec->lock, path,
                             hold->weight, &info, try, notify, NULL, ctx,
                             r->connection->log);
+}
+
+
+/*
+ * Whether the worker's node in a lock is taken by another worker's
+ * session: a worker without one (zk_sessions), or a kept lease, which is
+ * worker 0's (see module.c); "keep" as ngx_zk_lock_kept() says
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_handler_remote(ngx_http_zk_lock_main_conf_t *lmcf,
+    ngx_msec_t keep)
+{
+    return lmcf->session->brokered || (keep && lmcf->borrow);
 }
 
 
@@ -1009,9 +1025,8 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
         return 0;
     }
 
-    if (lmcf->session->brokered
-        || (lmcf->borrow
-            && ngx_zk_lock_kept(&want->spec->lock, want->weight, 0)))
+    if (ngx_http_zk_lock_handler_remote(lmcf,
+            ngx_zk_lock_kept(&want->spec->lock, want->weight, 0)))
     {
         n = ngx_zk_lock_remote_waiting(want->spec->id, &want->path);
 
