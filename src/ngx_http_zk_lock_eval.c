@@ -65,7 +65,7 @@ ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
     ngx_uint_t  max;
 
     if (spec->weight_cv == NULL) {
-        *weight = spec->weight;
+        *weight = spec->lock.weight;
         return NGX_OK;
     }
 
@@ -84,7 +84,8 @@ ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
     if (n < 1 || (ngx_uint_t) n > max) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "%s \"%V\": invalid weight \"%V\", 1 to %ui expected",
-                      ngx_http_zk_lock_directive(spec), &spec->name, &v, max);
+                      ngx_http_zk_lock_directive(spec), &spec->lock.name,
+                      &v, max);
         return NGX_HTTP_BAD_REQUEST;
     }
 
@@ -132,7 +133,7 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
                 ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                               "%s path \"%V\": segment %ui is %s",
                               ngx_http_zk_lock_directive(spec),
-                              &spec->name, i + 1, err);
+                              &spec->lock.name, i + 1, err);
                 return NGX_HTTP_BAD_REQUEST;
             }
         }
@@ -144,7 +145,7 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "%s path \"%V\" is longer than %uz bytes",
                       ngx_http_zk_lock_directive(spec),
-                      &spec->name, lmcf->max_path);
+                      &spec->lock.name, lmcf->max_path);
         return NGX_HTTP_BAD_REQUEST;
     }
 
@@ -183,7 +184,7 @@ ngx_http_zk_lock_eval_cmp(const void *one, const void *two)
     /* the read lock is then a re-entry */
 
     if (rc == 0) {
-        rc = (ngx_int_t) b->spec->type - (ngx_int_t) a->spec->type;
+        rc = (ngx_int_t) b->spec->lock.type - (ngx_int_t) a->spec->lock.type;
     }
 
     return rc;

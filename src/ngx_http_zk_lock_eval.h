@@ -17,7 +17,7 @@
 
 /* the directive of a lock, as log lines name it */
 #define ngx_http_zk_lock_directive(spec)                                     \
-    ngx_http_zk_lock_types[(spec)->type].directive
+    ngx_zk_lock_types[(spec)->lock.type].directive
 
 
 ngx_int_t ngx_http_zk_lock_eval(ngx_http_request_t *r,

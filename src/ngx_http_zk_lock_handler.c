@@ -331,7 +331,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_loc_conf_t  *llcf;
 
     hold = ctx->holds.elts;
-    b = ngx_http_zk_lock_types[want->spec->type].kind;
+    b = ngx_zk_lock_types[want->spec->lock.type].kind;
 
     for (i = 0; i < ctx->holds.nelts; i++) {
         have = hold[i].spec;
@@ -365,7 +365,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
             continue;
         }
 
-        a = ngx_http_zk_lock_types[have->type].kind;
+        a = ngx_zk_lock_types[have->lock.type].kind;
 
         if (!(a == b && have->lock.leases == want->spec->lock.leases
               && have->lock.counter.len == want->spec->lock.counter.len
@@ -384,7 +384,7 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
             return NGX_ABORT;
         }
 
-        if (!want->spec->reentrant
+        if (!want->spec->lock.reentrant
             && (hold[i].request != r || hold[i].epoch != ctx->epoch))
         {
             return NGX_BUSY;
@@ -873,7 +873,7 @@ static ngx_msec_t
 ngx_http_zk_lock_handler_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
     ngx_http_zk_lock_spec_t *spec)
 {
-    return (spec->timeout != NGX_CONF_UNSET_MSEC) ? spec->timeout
+    return (spec->lock.timeout != NGX_CONF_UNSET_MSEC) ? spec->lock.timeout
                                                   : llcf->timeout;
 }
 
@@ -1021,7 +1021,7 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
         return 1;
     }
 
-    if (want->spec->max_waiting == 0) {
+    if (want->spec->lock.max_waiting == 0) {
         return 0;
     }
 
@@ -1036,7 +1036,7 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
             : ngx_zk_lock_waiting(lmcf->session, &want->path);
     }
 
-    return n >= want->spec->max_waiting;
+    return n >= want->spec->lock.max_waiting;
 }
 
 

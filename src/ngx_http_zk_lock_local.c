@@ -228,7 +228,7 @@ ngx_http_zk_lock_local_init_zone(ngx_shm_zone_t *shm_zone, void *data)
                           "zk_lock: no room in the \"%V\" zone for %s "
                           "\"%V\": it gets no local lease",
                           &shm_zone->shm.name,
-                          ngx_http_zk_lock_types[m[i].type].directive,
+                          ngx_zk_lock_types[m[i].type].directive,
                           &m[i].name);
             continue;
         }
@@ -697,7 +697,7 @@ ngx_http_zk_lock_local_grow(ngx_http_zk_lock_local_entry_t *e, ngx_uint_t n)
                           "zk_lock: no room in the \"%V\" zone for %ui "
                           "local leases of %s \"%V\"",
                           &ngx_http_zk_lock_local_name, size,
-                          ngx_http_zk_lock_types[e->type].directive,
+                          ngx_zk_lock_types[e->type].directive,
                           &e->name);
         }
 

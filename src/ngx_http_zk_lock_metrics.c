@@ -563,8 +563,8 @@ ngx_http_zk_lock_metrics_timeouts(ngx_conf_t *cf,
     spec = llcf->locks->elts;
 
     for (i = 0; i < llcf->locks->nelts; i++) {
-        timeout = (spec[i].timeout != NGX_CONF_UNSET_MSEC) ? spec[i].timeout
-                                                           : llcf->timeout;
+        timeout = (spec[i].lock.timeout != NGX_CONF_UNSET_MSEC)
+                  ? spec[i].lock.timeout : llcf->timeout;
 
         lmcf->max_timeout = ngx_max(lmcf->max_timeout, timeout);
     }
@@ -1019,7 +1019,7 @@ ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o, u_char *p,
         p = ngx_http_zk_lock_metrics_escape(p, &m[i].name);
 
         p = ngx_sprintf(p, "\",\"type\":\"%s\"",
-                        ngx_http_zk_lock_types[m[i].type].label);
+                        ngx_zk_lock_types[m[i].type].label);
 
         /* readers have no bound among themselves */
 
@@ -1456,7 +1456,7 @@ ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     p = ngx_http_zk_lock_metrics_escape(p, &m->name);
 
     return ngx_sprintf(p, "\",type=\"%s\"",
-                       ngx_http_zk_lock_types[m->type].label);
+                       ngx_zk_lock_types[m->type].label);
 }
 
 

@@ -11,7 +11,7 @@
 #include "ngx_http_zk_lock_module.h"
 #include "ngx_zk_lock_session.h"
 #include "ngx_http_zk_lock_handler.h"
-#include "ngx_http_zk_lock_params.h"
+#include "ngx_zk_lock_params.h"
 #include "ngx_http_zk_lock_variables.h"
 #include "ngx_http_zk_lock_local.h"
 #include "ngx_zk_lock_recipe.h"
@@ -44,6 +44,8 @@ static char *ngx_http_zk_lock_register(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec);
+static char *ngx_http_zk_lock_compile_weight(ngx_conf_t *cf,
+    ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
@@ -108,15 +110,6 @@ static ngx_conf_enum_t  ngx_http_zk_lock_lost[] = {
     { ngx_string("finish"), 0 },
     { ngx_string("abort"), 1 },
     { ngx_null_string, 0 }
-};
-
-
-ngx_http_zk_lock_type_t  ngx_http_zk_lock_types[] = {
-    { "", "", NGX_ZK_LOCK_LEASE },
-    { "zk_mutex", "mutex", NGX_ZK_LOCK_LEASE },
-    { "zk_semaphore", "semaphore", NGX_ZK_LOCK_LEASE },
-    { "zk_rwlock read", "read", NGX_ZK_LOCK_READ },
-    { "zk_rwlock write", "write", NGX_ZK_LOCK_WRITE }
 };
 
 
@@ -666,25 +659,20 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    spec->type = cmd->offset;
-    spec->name = value[1];
-    spec->lock.leases = (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE) ? 0 : 1;
-    spec->timeout = NGX_CONF_UNSET_MSEC;
-    spec->max_waiting = 0;
-    spec->lock.transient = 0;
-    spec->lock.v2 = 0;
-    spec->reentrant = 1;
-    spec->lock.revocable = 0;
-    spec->weight = 1;
+    ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
     spec->weight_cv = NULL;
-    spec->lock.keep = 0;
-    ngx_str_null(&spec->lock.counter);
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 
-    if (ngx_http_zk_lock_params(cf, cmd, spec) != NGX_CONF_OK) {
+    if (ngx_zk_lock_params(cf, cmd, &spec->lock) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->lock.weight_var.len
+        && ngx_http_zk_lock_compile_weight(cf, spec) != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 
@@ -697,9 +685,6 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (lmcf->used.data == NULL) {
         lmcf->used = cmd->name;
     }
-
-    /* the node the core makes for it, once the parameters have said */
-    spec->lock.kind = ngx_http_zk_lock_types[spec->type].kind;
 
     return ngx_http_zk_lock_register(cf, spec);
 }
@@ -714,11 +699,11 @@ static char *
 ngx_http_zk_lock_counter_reach(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 {
     u_char     *p, *dollar;
-    ngx_str_t  *c;
+    ngx_str_t  *c, *name;
 
     c = &spec->lock.counter;
-    dollar = ngx_strlchr(spec->name.data, spec->name.data + spec->name.len,
-                         '$');
+    name = &spec->lock.name;
+    dollar = ngx_strlchr(name->data, name->data + name->len, '$');
 
     if (c->len == 0 || dollar == NULL) {
         return NGX_CONF_OK;
@@ -726,16 +711,16 @@ ngx_http_zk_lock_counter_reach(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
     for (p = dollar; *p != '/'; p--) { /* void */ }
 
-    if (c->len > (size_t) (p - spec->name.data)
-        && ngx_strncmp(c->data, spec->name.data, p - spec->name.data) == 0
-        && c->data[p - spec->name.data] == '/')
+    if (c->len > (size_t) (p - name->data)
+        && ngx_strncmp(c->data, name->data, p - name->data) == 0
+        && c->data[p - name->data] == '/')
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "the lease count \"%V\" is below \"%*s\", where "
                            "the variable of the lock path \"%V\" may lead: "
                            "a request could use it as a lock", c,
-                           (size_t) (p - spec->name.data) + 1,
-                           spec->name.data, &spec->name);
+                           (size_t) (p - spec->lock.name.data) + 1,
+                           spec->lock.name.data, &spec->lock.name);
         return NGX_CONF_ERROR;
     }
 
@@ -772,10 +757,10 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
     metric = lmcf->metrics->elts;
 
     for (i = 0; i < lmcf->metrics->nelts; i++) {
-        if (metric[i].type == spec->type
-            && metric[i].name.len == spec->name.len
-            && ngx_strncmp(metric[i].name.data, spec->name.data,
-                           spec->name.len) == 0)
+        if (metric[i].type == spec->lock.type
+            && metric[i].name.len == spec->lock.name.len
+            && ngx_strncmp(metric[i].name.data, spec->lock.name.data,
+                           spec->lock.name.len) == 0)
         {
             break;
         }
@@ -789,8 +774,8 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
             return NGX_CONF_ERROR;
         }
 
-        metric->name = spec->name;
-        metric->type = spec->type;
+        metric->name = spec->lock.name;
+        metric->type = spec->lock.type;
         metric->leases = spec->lock.leases;
         metric->counter = spec->lock.counter;
     }
@@ -870,16 +855,16 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
         }
     }
 
-    rw = (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
-          || spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
+    rw = (spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
+          || spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
 
     lit = lmcf->literals->elts;
 
     for (i = 0; i < lmcf->literals->nelts; i++) {
 
-        if (lit[i].name.len != spec->name.len
-            || ngx_strncmp(lit[i].name.data, spec->name.data,
-                           spec->name.len) != 0)
+        if (lit[i].name.len != spec->lock.name.len
+            || ngx_strncmp(lit[i].name.data, spec->lock.name.data,
+                           spec->lock.name.len) != 0)
         {
             continue;
         }
@@ -898,7 +883,7 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "lock path \"%V\" is already another kind of "
                            "lock (recipe, protocol or leases) at %V:%ui",
-                           &spec->name, &lit[i].file, lit[i].line);
+                           &spec->lock.name, &lit[i].file, lit[i].line);
         return NGX_CONF_ERROR;
     }
 
@@ -907,13 +892,39 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
         return NGX_CONF_ERROR;
     }
 
-    lit->name = spec->name;
+    lit->name = spec->lock.name;
     lit->counter = spec->lock.counter;
     lit->leases = spec->lock.leases;
     lit->rw = rw;
     lit->v2 = spec->lock.v2;
     lit->file = cf->conf_file->file.name;
     lit->line = cf->conf_file->line;
+
+    return NGX_CONF_OK;
+}
+
+
+/* weight=<$variable>: evaluated for each request (see eval.c) */
+
+static char *
+ngx_http_zk_lock_compile_weight(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
+{
+    ngx_http_compile_complex_value_t  ccv;
+
+    spec->weight_cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (spec->weight_cv == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
+
+    ccv.cf = cf;
+    ccv.value = &spec->lock.weight_var;
+    ccv.complex_value = spec->weight_cv;
+
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     return NGX_CONF_OK;
 }
@@ -935,13 +946,13 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
     ngx_http_complex_value_t          *cv;
     ngx_http_compile_complex_value_t   ccv;
 
-    p = spec->name.data;
-    last = p + spec->name.len;
+    p = spec->lock.name.data;
+    last = p + spec->lock.name.len;
 
-    if (spec->name.len < 2 || p[0] != '/') {
+    if (spec->lock.name.len < 2 || p[0] != '/') {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "lock path \"%V\" must be absolute and name a node "
-                           "below \"/\"", &spec->name);
+                           "below \"/\"", &spec->lock.name);
         return NGX_CONF_ERROR;
     }
 
@@ -988,7 +999,7 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid lock path \"%V\": segment %ui "
-                                   "is %s", &spec->name, n + 1, err);
+                                   "is %s", &spec->lock.name, n + 1, err);
                 return NGX_CONF_ERROR;
             }
         }

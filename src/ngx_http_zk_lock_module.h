@@ -15,6 +15,7 @@
 
 #include "ngx_zk_lock_session.h"
 #include "ngx_zk_lock_take.h"
+#include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_listing.h"
 
 
@@ -22,17 +23,11 @@
 #define NGX_HTTP_ZK_LOCK_VERSION  "0.1.0"
 
 
-/* a lock directive's type: its index in ngx_http_zk_lock_types[] */
-#define NGX_HTTP_ZK_LOCK_MUTEX        1
-#define NGX_HTTP_ZK_LOCK_SEMAPHORE    2
-#define NGX_HTTP_ZK_LOCK_RWLOCK_READ  3
-#define NGX_HTTP_ZK_LOCK_RWLOCK_WRITE 4
-
-typedef struct {
-    char                         *directive;  /* in log lines */
-    char                         *label;      /* the metrics' "type" */
-    ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
-} ngx_http_zk_lock_type_t;
+/* a lock directive's type: its index in ngx_zk_lock_types[] */
+#define NGX_HTTP_ZK_LOCK_MUTEX        NGX_ZK_LOCK_MUTEX
+#define NGX_HTTP_ZK_LOCK_SEMAPHORE    NGX_ZK_LOCK_SEMAPHORE
+#define NGX_HTTP_ZK_LOCK_RWLOCK_READ  NGX_ZK_LOCK_RWLOCK_READ
+#define NGX_HTTP_ZK_LOCK_RWLOCK_WRITE NGX_ZK_LOCK_RWLOCK_WRITE
 
 
 /*
@@ -65,16 +60,10 @@ typedef enum {
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */
 typedef struct {
-    ngx_zk_lock_params_t          lock;       /* first: the core's part */
-    ngx_uint_t                    type;
-    ngx_str_t                     name;       /* the path as configured */
+    ngx_zk_lock_params_t          lock;       /* first: as parsed */
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
-    ngx_msec_t                    timeout;
     ngx_uint_t                    index;      /* of its counters */
-    ngx_uint_t                    max_waiting; /* in a worker; 0: any */
-    unsigned                      reentrant:1;
-    ngx_uint_t                    weight;     /* leases a request takes */
-    ngx_http_complex_value_t     *weight_cv;  /* or from a variable */
+    ngx_http_complex_value_t     *weight_cv;  /* lock.weight_var */
     ngx_uint_t                    id;         /* in the main conf's specs */
 } ngx_http_zk_lock_spec_t;
 
@@ -149,9 +138,6 @@ typedef struct {
 
 
 extern ngx_module_t  ngx_http_zk_lock_module;
-
-
-extern ngx_http_zk_lock_type_t  ngx_http_zk_lock_types[];
 
 
 #endif /* _NGX_HTTP_ZK_LOCK_MODULE_H_INCLUDED_ */

@@ -12,23 +12,7 @@
 #include <ngx_core.h>
 
 #include "ngx_zk_lock_recipe.h"
-
-
-/*
- * What a lock directive asks of the core, whichever layer it is in: the
- * first member of the layer's own description of the directive, so that
- * a pointer to it is the tag of the reports about the lock (see keep.h)
- */
-
-typedef struct {
-    ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
-    ngx_uint_t                    leases;     /* or the default of: */
-    ngx_str_t                     counter;    /* leases=zk:<path> */
-    ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
-    ngx_uint_t                    transient;  /* levels from variables */
-    unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
-    unsigned                      revocable:1;  /* Curator's Revoker */
-} ngx_zk_lock_params_t;
+#include "ngx_zk_lock_params.h"
 
 
 /*

@@ -6,32 +6,57 @@
 
 #include <ngx_config.h>
 #include <ngx_core.h>
-#include <ngx_http.h>
 
-#include "ngx_http_zk_lock_params.h"
+#include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_path.h"
 #include "ngx_zk_lock_group.h"
 
 
+ngx_zk_lock_type_t  ngx_zk_lock_types[] = {
+    { "", "", NGX_ZK_LOCK_LEASE },
+    { "zk_mutex", "mutex", NGX_ZK_LOCK_LEASE },
+    { "zk_semaphore", "semaphore", NGX_ZK_LOCK_LEASE },
+    { "zk_rwlock read", "read", NGX_ZK_LOCK_READ },
+    { "zk_rwlock write", "write", NGX_ZK_LOCK_WRITE }
+};
+
+
 /*
- * The parameters of a lock directive (zk_mutex, zk_semaphore, zk_rwlock)
- * into its spec: each checked alone, then together.
+ * The parameters of a lock directive (zk_mutex, zk_semaphore, zk_rwlock),
+ * in "http" or "stream": each checked alone, then together.
  */
 
 
-static char *ngx_http_zk_lock_params_one(ngx_conf_t *cf,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
-static ngx_uint_t ngx_http_zk_lock_params_duplicate(ngx_str_t *value,
+static char *ngx_zk_lock_params_one(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static ngx_uint_t ngx_zk_lock_params_duplicate(ngx_str_t *value,
     ngx_uint_t first, ngx_uint_t i);
-static char *ngx_http_zk_lock_params_leases(ngx_conf_t *cf,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
-static char *ngx_http_zk_lock_params_keep(ngx_conf_t *cf,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
-static char *ngx_http_zk_lock_params_weight(ngx_conf_t *cf,
-    ngx_http_zk_lock_spec_t *spec, ngx_str_t *value);
-static ngx_int_t ngx_http_zk_lock_params_choice(ngx_conf_t *cf,
+static char *ngx_zk_lock_params_leases(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_keep(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_weight(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static ngx_int_t ngx_zk_lock_params_choice(ngx_conf_t *cf,
     ngx_str_t *value, size_t skip, char *yes, char *no);
-static ngx_int_t ngx_http_zk_lock_params_check_path(ngx_str_t *path);
+static ngx_int_t ngx_zk_lock_params_check_path(ngx_str_t *path);
+
+
+/* a lock directive's defaults, before its parameters */
+
+void
+ngx_zk_lock_params_init(ngx_zk_lock_params_t *lp, ngx_uint_t type,
+    ngx_str_t *name)
+{
+    ngx_memzero(lp, sizeof(ngx_zk_lock_params_t));
+
+    lp->type = type;
+    lp->name = *name;
+    lp->leases = (type == NGX_ZK_LOCK_SEMAPHORE) ? 0 : 1;
+    lp->timeout = NGX_CONF_UNSET_MSEC;
+    lp->weight = 1;
+    lp->reentrant = 1;
+}
 
 
 /*
@@ -40,8 +65,8 @@ static ngx_int_t ngx_http_zk_lock_params_check_path(ngx_str_t *path);
  */
 
 char *
-ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
-    ngx_http_zk_lock_spec_t *spec)
+ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
+    ngx_zk_lock_params_t *lp)
 {
     ngx_str_t   *value, s;
     ngx_uint_t   i, first, dflt;
@@ -50,7 +75,7 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
     first = 2;
     dflt = 0;
 
-    if (spec->type == NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
+    if (lp->type == NGX_ZK_LOCK_RWLOCK_READ) {
 
         if (cf->args->nelts < 3) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -60,7 +85,7 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         }
 
         if (ngx_strcmp(value[2].data, "write") == 0) {
-            spec->type = NGX_HTTP_ZK_LOCK_RWLOCK_WRITE;
+            lp->type = NGX_ZK_LOCK_RWLOCK_WRITE;
 
         } else if (ngx_strcmp(value[2].data, "read") != 0) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -76,7 +101,7 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
 
         /* "leases=3 leases=zk:/c": which one would count is a guess */
 
-        if (ngx_http_zk_lock_params_duplicate(value, first, i)) {
+        if (ngx_zk_lock_params_duplicate(value, first, i)) {
             s.data = value[i].data;
             s.len = ngx_strlchr(s.data, s.data + value[i].len, '=') - s.data;
 
@@ -85,62 +110,65 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
             return NGX_CONF_ERROR;
         }
 
-        if (ngx_http_zk_lock_params_one(cf, spec, &value[i]) != NGX_CONF_OK) {
+        if (ngx_zk_lock_params_one(cf, lp, &value[i]) != NGX_CONF_OK) {
             return NGX_CONF_ERROR;
         }
 
         dflt |= (ngx_strncmp(value[i].data, "leases_default=", 15) == 0);
     }
 
-    if (spec->lock.leases && spec->weight > spec->lock.leases
-        && spec->lock.counter.len == 0)
+    if (lp->leases && lp->weight > lp->leases
+        && lp->counter.len == 0)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"weight=%ui\" is more than \"leases=%ui\"",
-                           spec->weight, spec->lock.leases);
+                           lp->weight, lp->leases);
         return NGX_CONF_ERROR;
     }
 
-    if (spec->weight > ngx_zk_lock_group_max(spec->name.len)) {
+    if (lp->weight > ngx_zk_lock_group_max(lp->name.len)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"weight=%ui\" is more than the %ui nodes that "
                            "one zookeeper multi() may create on \"%V\"",
-                           spec->weight,
-                           ngx_zk_lock_group_max(spec->name.len),
-                           &spec->name);
+                           lp->weight,
+                           ngx_zk_lock_group_max(lp->name.len),
+                           &lp->name);
         return NGX_CONF_ERROR;
     }
 
-    if (spec->lock.keep && spec->lock.v2) {
+    if (lp->keep && lp->v2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"keep\" is not for \"protocol=v2\": its "
                            "leases are taken under a mutex");
         return NGX_CONF_ERROR;
     }
 
-    if (spec->lock.revocable && spec->lock.v2) {
+    if (lp->revocable && lp->v2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"revocable=on\" is not for \"reentrant=off\", "
                            "which Curator's InterProcessSemaphoreMutex is");
         return NGX_CONF_ERROR;
     }
 
-    if (dflt && spec->lock.counter.len == 0) {
+    if (dflt && lp->counter.len == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"leases_default\" is only for a count read "
                            "with \"leases=zk:\"");
         return NGX_CONF_ERROR;
     }
 
-    if (spec->lock.leases == 0) {
+    if (lp->leases == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           spec->lock.counter.len
+                           lp->counter.len
                            ? "\"%V\" with \"leases=zk:\" must have "
                              "\"leases_default\" parameter"
                            : "\"%V\" must have \"leases\" parameter",
                            &cmd->name);
         return NGX_CONF_ERROR;
     }
+
+    /* the node the core makes for it, once the parameters have said */
+    lp->kind = ngx_zk_lock_types[lp->type].kind;
 
     return NGX_CONF_OK;
 }
@@ -149,7 +177,7 @@ ngx_http_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
 /* one parameter of a lock directive */
 
 static char *
-ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     ngx_str_t *value)
 {
     ngx_int_t   n;
@@ -160,8 +188,8 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
         s.len = value->len - 8;
         s.data = value->data + 8;
 
-        spec->timeout = ngx_parse_time(&s, 0);
-        if (spec->timeout == (ngx_msec_t) NGX_ERROR) {
+        lp->timeout = ngx_parse_time(&s, 0);
+        if (lp->timeout == (ngx_msec_t) NGX_ERROR) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid timeout \"%V\"", value);
             return NGX_CONF_ERROR;
@@ -179,69 +207,69 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
             return NGX_CONF_ERROR;
         }
 
-        spec->max_waiting = n;
+        lp->max_waiting = n;
         return NGX_CONF_OK;
     }
 
-    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+    if (lp->type == NGX_ZK_LOCK_SEMAPHORE
         && ngx_strncmp(value->data, "protocol=", 9) == 0)
     {
-        n = ngx_http_zk_lock_params_choice(cf, value, 9, "v2", "v1");
+        n = ngx_zk_lock_params_choice(cf, value, 9, "v2", "v1");
         if (n == NGX_ERROR) {
             return NGX_CONF_ERROR;
         }
 
-        spec->lock.v2 = n;
+        lp->v2 = n;
         return NGX_CONF_OK;
     }
 
     /* Curator's InterProcessSemaphoreMutex: a v2 semaphore, 1 lease */
 
-    if (spec->type == NGX_HTTP_ZK_LOCK_MUTEX
+    if (lp->type == NGX_ZK_LOCK_MUTEX
         && ngx_strncmp(value->data, "reentrant=", 10) == 0)
     {
-        n = ngx_http_zk_lock_params_choice(cf, value, 10, "off", "on");
+        n = ngx_zk_lock_params_choice(cf, value, 10, "off", "on");
         if (n == NGX_ERROR) {
             return NGX_CONF_ERROR;
         }
 
-        spec->lock.v2 = n;
-        spec->reentrant = !n;
+        lp->v2 = n;
+        lp->reentrant = !n;
         return NGX_CONF_OK;
     }
 
     /* Curator's acquire(qty), in one multi(): see ngx_zk_lock_group.c */
 
-    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+    if (lp->type == NGX_ZK_LOCK_SEMAPHORE
         && ngx_strncmp(value->data, "weight=", 7) == 0)
     {
-        return ngx_http_zk_lock_params_weight(cf, spec, value);
+        return ngx_zk_lock_params_weight(cf, lp, value);
     }
 
     /* leases a worker keeps: see ngx_zk_lock_keep.c */
 
     if (ngx_strncmp(value->data, "keep=", 5) == 0) {
-        return ngx_http_zk_lock_params_keep(cf, spec, value);
+        return ngx_zk_lock_params_keep(cf, lp, value);
     }
 
     /* Curator's Revocable: InterProcessMutex and the read/write lock */
 
-    if (spec->type != NGX_HTTP_ZK_LOCK_SEMAPHORE
+    if (lp->type != NGX_ZK_LOCK_SEMAPHORE
         && ngx_strncmp(value->data, "revocable=", 10) == 0)
     {
-        n = ngx_http_zk_lock_params_choice(cf, value, 10, "on", "off");
+        n = ngx_zk_lock_params_choice(cf, value, 10, "on", "off");
         if (n == NGX_ERROR) {
             return NGX_CONF_ERROR;
         }
 
-        spec->lock.revocable = n;
+        lp->revocable = n;
         return NGX_CONF_OK;
     }
 
-    if (spec->type == NGX_HTTP_ZK_LOCK_SEMAPHORE
+    if (lp->type == NGX_ZK_LOCK_SEMAPHORE
         && ngx_strncmp(value->data, "leases", 6) == 0)
     {
-        return ngx_http_zk_lock_params_leases(cf, spec, value);
+        return ngx_zk_lock_params_leases(cf, lp, value);
     }
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -253,7 +281,7 @@ ngx_http_zk_lock_params_one(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
 /* a parameter of the same name ("leases" for "leases=zk:" too) before i */
 
 static ngx_uint_t
-ngx_http_zk_lock_params_duplicate(ngx_str_t *value, ngx_uint_t first,
+ngx_zk_lock_params_duplicate(ngx_str_t *value, ngx_uint_t first,
     ngx_uint_t i)
 {
     u_char      *eq;
@@ -282,17 +310,17 @@ ngx_http_zk_lock_params_duplicate(ngx_str_t *value, ngx_uint_t first,
 /* leases=<n>, leases=zk:<path>, leases_default=<n> */
 
 static char *
-ngx_http_zk_lock_params_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+ngx_zk_lock_params_leases(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     ngx_str_t *value)
 {
     size_t     j;
     ngx_int_t  n;
 
     if (ngx_strncmp(value->data, "leases=zk:", 10) == 0) {
-        spec->lock.counter.data = value->data + 10;
-        spec->lock.counter.len = value->len - 10;
+        lp->counter.data = value->data + 10;
+        lp->counter.len = value->len - 10;
 
-        if (ngx_http_zk_lock_params_check_path(&spec->lock.counter) != NGX_OK) {
+        if (ngx_zk_lock_params_check_path(&lp->counter) != NGX_OK) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid lease count path in \"%V\"", value);
             return NGX_CONF_ERROR;
@@ -320,7 +348,7 @@ ngx_http_zk_lock_params_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
         return NGX_CONF_ERROR;
     }
 
-    spec->lock.leases = n;
+    lp->leases = n;
 
     return NGX_CONF_OK;
 }
@@ -329,12 +357,12 @@ ngx_http_zk_lock_params_leases(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
 /* keep=<time>: for a semaphore's leases only, which are alike */
 
 static char *
-ngx_http_zk_lock_params_keep(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+ngx_zk_lock_params_keep(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     ngx_str_t *value)
 {
     ngx_str_t  s;
 
-    if (spec->type != NGX_HTTP_ZK_LOCK_SEMAPHORE) {
+    if (lp->type != NGX_ZK_LOCK_SEMAPHORE) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"keep\" is only for \"zk_semaphore\": a "
                            "worker keeps a lease, not a lock that others "
@@ -345,9 +373,9 @@ ngx_http_zk_lock_params_keep(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
     s.len = value->len - 5;
     s.data = value->data + 5;
 
-    spec->lock.keep = ngx_parse_time(&s, 0);
+    lp->keep = ngx_parse_time(&s, 0);
 
-    if (spec->lock.keep == (ngx_msec_t) NGX_ERROR) {
+    if (lp->keep == (ngx_msec_t) NGX_ERROR) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid keep \"%V\"", value);
         return NGX_CONF_ERROR;
@@ -357,46 +385,35 @@ ngx_http_zk_lock_params_keep(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
 }
 
 
-/* weight=<n> or weight=<$variable>, checked for each request */
+/*
+ * weight=<n>, or weight=<$variable> checked for each request: the layer
+ * compiles the variable with its own scripts (see weight_var)
+ */
 
 static char *
-ngx_http_zk_lock_params_weight(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
+ngx_zk_lock_params_weight(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     ngx_str_t *value)
 {
-    ngx_int_t                          n;
-    ngx_str_t                          v;
-    ngx_http_compile_complex_value_t   ccv;
+    ngx_int_t  n;
+    ngx_str_t  v;
 
     v.data = value->data + 7;
     v.len = value->len - 7;
 
-    if (ngx_http_script_variables_count(&v) == 0) {
-        n = ngx_atoi(v.data, v.len);
-
-        if (n < 1) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid weight \"%V\"", value);
-            return NGX_CONF_ERROR;
-        }
-
-        spec->weight = n;
+    if (ngx_strlchr(v.data, v.data + v.len, '$')) {
+        lp->weight_var = v;
         return NGX_CONF_OK;
     }
 
-    spec->weight_cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
-    if (spec->weight_cv == NULL) {
+    n = ngx_atoi(v.data, v.len);
+
+    if (n < 1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid weight \"%V\"", value);
         return NGX_CONF_ERROR;
     }
 
-    ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
-
-    ccv.cf = cf;
-    ccv.value = &v;
-    ccv.complex_value = spec->weight_cv;
-
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
-        return NGX_CONF_ERROR;
-    }
+    lp->weight = n;
 
     return NGX_CONF_OK;
 }
@@ -405,7 +422,7 @@ ngx_http_zk_lock_params_weight(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec,
 /* "name=yes" is 1, "name=no" is 0 */
 
 static ngx_int_t
-ngx_http_zk_lock_params_choice(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
+ngx_zk_lock_params_choice(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
     char *yes, char *no)
 {
     if (ngx_strcmp(value->data + skip, yes) == 0) {
@@ -427,7 +444,7 @@ ngx_http_zk_lock_params_choice(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
 /* an absolute path of literal segments, as zk_hosts' chroot */
 
 static ngx_int_t
-ngx_http_zk_lock_params_check_path(ngx_str_t *path)
+ngx_zk_lock_params_check_path(ngx_str_t *path)
 {
     u_char     *p, *last;
     ngx_str_t   seg;

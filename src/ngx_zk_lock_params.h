@@ -1,0 +1,66 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_PARAMS_H_INCLUDED_
+#define _NGX_ZK_LOCK_PARAMS_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "ngx_zk_lock_recipe.h"
+
+
+/* a lock directive's type: its index in ngx_zk_lock_types[] */
+#define NGX_ZK_LOCK_MUTEX        1
+#define NGX_ZK_LOCK_SEMAPHORE    2
+#define NGX_ZK_LOCK_RWLOCK_READ  3
+#define NGX_ZK_LOCK_RWLOCK_WRITE 4
+
+typedef struct {
+    char                         *directive;  /* in log lines */
+    char                         *label;      /* the metrics' "type" */
+    ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
+} ngx_zk_lock_type_t;
+
+
+/*
+ * A lock directive (zk_mutex, zk_semaphore, zk_rwlock) as parsed, in
+ * "http" or "stream": the first member of the layer's own description of
+ * the directive, so that a pointer to it is the tag of the reports about
+ * the lock (see keep.h).  The core takes kind to revocable; the rest is
+ * the layer's to apply.
+ */
+
+typedef struct {
+    ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
+    ngx_uint_t                    leases;     /* or the default of: */
+    ngx_str_t                     counter;    /* leases=zk:<path> */
+    ngx_msec_t                    keep;       /* a lease idle, kept: 0 none */
+    ngx_uint_t                    transient;  /* levels from variables */
+    unsigned                      v2:1;       /* InterProcessSemaphoreV2 */
+    unsigned                      revocable:1;  /* Curator's Revoker */
+
+    unsigned                      reentrant:1;
+    ngx_uint_t                    type;       /* NGX_ZK_LOCK_MUTEX... */
+    ngx_str_t                     name;       /* the path as configured */
+    ngx_msec_t                    timeout;    /* or unset: the layer's */
+    ngx_uint_t                    max_waiting; /* in a worker; 0: any */
+    ngx_uint_t                    weight;     /* leases a participant takes */
+    ngx_str_t                     weight_var; /* or from this, if set */
+} ngx_zk_lock_params_t;
+
+
+void ngx_zk_lock_params_init(ngx_zk_lock_params_t *lp, ngx_uint_t type,
+    ngx_str_t *name);
+char *ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
+    ngx_zk_lock_params_t *lp);
+
+
+extern ngx_zk_lock_type_t  ngx_zk_lock_types[];
+
+
+#endif /* _NGX_ZK_LOCK_PARAMS_H_INCLUDED_ */
