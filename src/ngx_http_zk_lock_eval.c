@@ -127,7 +127,7 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
         if (cv[i].lengths) {
             err = ngx_zk_lock_path_check_segment(&v[i],
                                                  i == 0
-                                                 && !lmcf->chroot.len);
+                                                 && !lmcf->zk.chroot.len);
 
             if (err) {
                 ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,

@@ -507,7 +507,7 @@ ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
          * the same way, one known to be cut off is not
          */
 
-        timeout = lmcf->session->down ? 0 : lmcf->session_timeout;
+        timeout = lmcf->session->down ? 0 : lmcf->zk.session_timeout;
     }
 
     ngx_http_zk_lock_handler_await(r, ctx, timeout);

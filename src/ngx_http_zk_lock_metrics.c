@@ -456,9 +456,10 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
 /* what a pool of kept leases reports (see keep.c): "tag" is its spec */
 
 void
-ngx_http_zk_lock_metrics_keep(void *tag, ngx_int_t idle, ngx_uint_t given_back)
+ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp, ngx_int_t idle,
+    ngx_uint_t given_back)
 {
-    ngx_http_zk_lock_spec_t  *spec = tag;
+    ngx_http_zk_lock_spec_t  *spec = (ngx_http_zk_lock_spec_t *) lp;
 
     ngx_http_zk_lock_shm_t     *shm;
     ngx_http_zk_lock_stat_t    *st;

@@ -20,8 +20,8 @@ ngx_int_t ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
 void ngx_http_zk_lock_metrics_worker(void);
 void ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     ngx_http_zk_lock_event_e event, ngx_msec_t waited);
-void ngx_http_zk_lock_metrics_keep(void *tag, ngx_int_t idle,
-    ngx_uint_t given_back);
+void ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp,
+    ngx_int_t idle, ngx_uint_t given_back);
 void ngx_http_zk_lock_metrics_session(ngx_zk_lock_session_t *s);
 void ngx_http_zk_lock_metrics_leases(u_char *path, ngx_uint_t value);
 void ngx_http_zk_lock_metrics_timeouts(ngx_conf_t *cf,

@@ -30,12 +30,8 @@ static char *ngx_http_zk_lock_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_http_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static char *ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
 static char *ngx_http_zk_lock_off(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-static ngx_int_t ngx_http_zk_lock_init_hosts(ngx_conf_t *cf,
-    ngx_zk_lock_hosts_t *h);
 static char *ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_zk_lock_counter_reach(ngx_conf_t *cf,
@@ -49,29 +45,14 @@ static char *ngx_http_zk_lock_compile_weight(ngx_conf_t *cf,
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
-static char *ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-static char *ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-static char *ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry,
-    u_char *scheme, u_char *id);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
     ngx_http_zk_lock_main_conf_t *lmcf);
 static void ngx_http_zk_lock_connected(ngx_zk_lock_session_t *s);
 static void ngx_http_zk_lock_jeopardy(ngx_zk_lock_session_t *s);
-static void ngx_zk_lock_recount(ngx_zk_lock_session_t *s,
+static void ngx_http_zk_lock_recount(ngx_zk_lock_session_t *s,
     ngx_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
-
-
-
-static char *ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf,
-    void *post, void *data);
-
-static ngx_conf_post_t  ngx_http_zk_lock_session_timeout_post = {
-    ngx_http_zk_lock_session_timeout_check
-};
 
 
 static ngx_conf_num_bounds_t  ngx_http_zk_lock_status_bounds = {
@@ -117,30 +98,30 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
 
     { ngx_string("zk_hosts"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
-      ngx_http_zk_lock_hosts,
+      ngx_zk_lock_conf_hosts,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_zk_lock_main_conf_t, zk),
       NULL },
 
     { ngx_string("zk_session_timeout"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_msec_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      offsetof(ngx_http_zk_lock_main_conf_t, session_timeout),
-      &ngx_http_zk_lock_session_timeout_post },
+      offsetof(ngx_http_zk_lock_main_conf_t, zk.session_timeout),
+      &ngx_zk_lock_conf_timeout_post },
 
     { ngx_string("zk_auth"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
-      ngx_http_zk_lock_auth,
+      ngx_zk_lock_conf_auth,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_zk_lock_main_conf_t, zk),
       NULL },
 
     { ngx_string("zk_acl"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
-      ngx_http_zk_lock_acl,
+      ngx_zk_lock_conf_acl,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      0,
+      offsetof(ngx_http_zk_lock_main_conf_t, zk),
       NULL },
 
     { ngx_string("zk_sessions"),
@@ -303,8 +284,6 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
     /*
      * set by ngx_pcalloc():
      *
-     *     lmcf->hosts = NULL;
-     *     lmcf->chroot = { 0, NULL };
      *     lmcf->session = NULL;
      *     lmcf->used = { 0, NULL };
      *     lmcf->counters = NULL;
@@ -313,7 +292,7 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
      *     lmcf->max_timeout = 0;
      */
 
-    lmcf->session_timeout = NGX_CONF_UNSET_MSEC;
+    ngx_zk_lock_conf_create(&lmcf->zk);
     lmcf->max_waiting = NGX_CONF_UNSET_UINT;
     lmcf->max_path = NGX_CONF_UNSET_SIZE;
     lmcf->sessions = NGX_CONF_UNSET_UINT;
@@ -331,7 +310,7 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_http_zk_lock_metric_t   *metric;
     ngx_http_zk_lock_literal_t  *lit;
 
-    ngx_conf_init_msec_value(lmcf->session_timeout, 10000);
+    ngx_zk_lock_conf_init(&lmcf->zk);
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
     ngx_conf_init_size_value(lmcf->max_path, 1024);
     ngx_conf_init_uint_value(lmcf->sessions, 0);
@@ -370,7 +349,7 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
 
     /* "/zookeeper" is the server's own, unless below a chroot */
 
-    if (lmcf->metrics == NULL || lmcf->chroot.len) {
+    if (lmcf->metrics == NULL || lmcf->zk.chroot.len) {
         return NGX_CONF_OK;
     }
 
@@ -553,81 +532,6 @@ ngx_http_zk_lock_off(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-/* zk_hosts host:port[,host:port...][/chroot] */
-
-static char *
-ngx_http_zk_lock_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    ngx_http_zk_lock_main_conf_t *lmcf = conf;
-
-    u_char      *p, *last;
-    ngx_str_t   *value, seg;
-    const char  *err;
-
-    if (lmcf->hosts) {
-        return "is duplicate";
-    }
-
-    value = cf->args->elts;
-
-    if (value[1].len == 0 || value[1].data[0] == '/') {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "no hosts in \"%V\"", &value[1]);
-        return NGX_CONF_ERROR;
-    }
-
-    last = value[1].data + value[1].len;
-    p = ngx_strlchr(value[1].data, last, '/');
-
-    lmcf->hosts = ngx_pcalloc(cf->pool, sizeof(ngx_zk_lock_hosts_t));
-    if (lmcf->hosts == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    if (ngx_zk_lock_hosts_parse(cf, lmcf->hosts, &value[1],
-                                p ? p : last)
-        != NGX_OK)
-    {
-        return NGX_CONF_ERROR;
-    }
-
-    if (p) {
-        lmcf->chroot.data = p;
-        lmcf->chroot.len = last - p;
-
-        if (ngx_strlchr(p, last, ',')) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "a chroot follows the last host only, in "
-                               "\"%V\" (host:port,host:port/chroot)",
-                               &value[1]);
-            return NGX_CONF_ERROR;
-        }
-
-        /* the chroot follows the rules of lock paths */
-
-        while (p < last) {
-            seg.data = ++p;
-            p = ngx_strlchr(p, last, '/');
-            if (p == NULL) {
-                p = last;
-            }
-
-            seg.len = p - seg.data;
-
-            err = ngx_zk_lock_path_check_segment(&seg, 0);
-            if (err) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid chroot in \"%V\": a segment is %s",
-                                   &value[1], err);
-                return NGX_CONF_ERROR;
-            }
-        }
-    }
-
-    return NGX_CONF_OK;
-}
-
-
 /*
  * zk_mutex <path> [timeout=<time>] [reentrant=on|off] [revocable=on|off]
  * zk_semaphore <path> leases=<n> [timeout=<time>] [protocol=v1|v2]
@@ -660,6 +564,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
+    spec->lock.report = ngx_http_zk_lock_metrics_keep;
     spec->weight_cv = NULL;
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
@@ -1015,36 +920,11 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 }
 
 
-/*
- * With a "resolver" in the http block, the workers resolve the names of
- * zk_hosts themselves, without blocking, and again as they reconnect;
- * without one, they are resolved now, once.
- */
-
-static ngx_int_t
-ngx_http_zk_lock_init_hosts(ngx_conf_t *cf, ngx_zk_lock_hosts_t *h)
-{
-    ngx_http_core_loc_conf_t  *clcf;
-
-    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
-
-    if (ngx_zk_lock_hosts_names(h)
-        && clcf->resolver && clcf->resolver->connections.nelts)
-    {
-        h->resolver = clcf->resolver;
-        h->resolver_timeout = (clcf->resolver_timeout == NGX_CONF_UNSET_MSEC)
-                              ? 30000 : clcf->resolver_timeout;
-    }
-
-    return ngx_zk_lock_hosts_load(cf, h);
-}
-
-
 static ngx_int_t
 ngx_http_zk_lock_init(ngx_conf_t *cf)
 {
-    ngx_uint_t                     i;
     ngx_http_handler_pt           *h;
+    ngx_http_core_loc_conf_t      *clcf;
     ngx_http_core_main_conf_t     *cmcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -1054,30 +934,20 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
         return NGX_OK;
     }
 
-    if (lmcf->hosts == NULL) {
+    if (lmcf->zk.hosts == NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"%V\" is used but \"zk_hosts\" is not set",
                            &lmcf->used);
         return NGX_ERROR;
     }
 
-    if (ngx_http_zk_lock_init_hosts(cf, lmcf->hosts) != NGX_OK) {
-        return NGX_ERROR;
-    }
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
 
-    lmcf->session = ngx_pcalloc(cf->pool, sizeof(ngx_zk_lock_session_t));
+    lmcf->session = ngx_zk_lock_conf_session(cf, &lmcf->zk, clcf->resolver,
+                                             clcf->resolver_timeout);
     if (lmcf->session == NULL) {
         return NGX_ERROR;
     }
-
-    if (ngx_zk_lock_session_instance(cf->log, lmcf->session) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    lmcf->session->hosts = lmcf->hosts;
-    lmcf->session->chroot = lmcf->chroot;
-    lmcf->session->timeout = lmcf->session_timeout;
-    lmcf->session->auth = lmcf->auth;
 
     if (ngx_http_zk_lock_metrics_init(cf, lmcf) != NGX_OK) {
         return NGX_ERROR;
@@ -1089,19 +959,6 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
            != NGX_OK)
     {
         return NGX_ERROR;
-    }
-
-    lmcf->session->acl = lmcf->acl ? lmcf->acl : &ZOO_OPEN_ACL_UNSAFE;
-
-    if (lmcf->acl && lmcf->auth.len == 0) {
-        for (i = 0; i < (ngx_uint_t) lmcf->acl->count; i++) {
-            if (ngx_strcmp(lmcf->acl->data[i].id.scheme, "auth") == 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "\"zk_acl\" with the \"auth\" scheme "
-                                   "needs \"zk_auth\"");
-                return NGX_ERROR;
-            }
-        }
     }
 
     /*
@@ -1163,9 +1020,10 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     s->close_handler = ngx_zk_lock_recipe_free;
     s->watch_handler = ngx_zk_lock_wait_event;
 
-    ngx_zk_lock_counters_handler(ngx_zk_lock_recount);
+    ngx_zk_lock_counters_handler(ngx_zk_lock_recipe_recount);
+    ngx_zk_lock_counters_handler(ngx_http_zk_lock_recount);
     ngx_zk_lock_recipe_handler(&ngx_zk_lock_wait_owner);
-    ngx_zk_lock_keep_init(ngx_http_zk_lock_metrics_keep);
+    ngx_zk_lock_keep_init();
 
     /*
      * zk_sessions: the first workers have one, and broker for the others;
@@ -1215,87 +1073,6 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     }
 
     return NGX_OK;
-}
-
-
-/*
- * A session timeout is the time the server gives a silent worker; it
- * cannot be shorter than two of the server's ticks, and the worker's
- * probes and reconnections are paced by fractions of it
- */
-
-static char *
-ngx_http_zk_lock_session_timeout_check(ngx_conf_t *cf, void *post,
-    void *data)
-{
-    ngx_msec_t  *tp = data;
-
-    if (*tp < NGX_ZK_LOCK_MIN_SESSION_TIMEOUT) {
-        return "must be at least 1s (a ZooKeeper server allows no less "
-               "than two of its ticks)";
-    }
-
-    return NGX_CONF_OK;
-}
-
-
-/*
- * An id as its scheme wants it: the server refuses any other, and every
- * create would fail ("invalid acl"), each request with it
- */
-
-static char *
-ngx_http_zk_lock_acl_id(ngx_conf_t *cf, ngx_str_t *entry, u_char *scheme,
-    u_char *id)
-{
-    u_char         *hash;
-    ngx_str_t       text;
-    ngx_cidr_t      cidr;
-    const char     *err;
-
-    err = NULL;
-
-    if (ngx_strcmp(scheme, "world") == 0) {
-        if (ngx_strcmp(id, "anyone") != 0) {
-            err = "the id of \"world\" is \"anyone\"";
-        }
-
-    } else if (ngx_strcmp(scheme, "digest") == 0) {
-
-        /* user:base64(sha1(user:password)), as zkCli.sh's setAcl takes */
-
-        hash = (u_char *) ngx_strchr(id, ':');
-
-        if (hash == NULL || hash == id || ngx_strlen(hash + 1) != 28) {
-            err = "the id of \"digest\" is \"user:hash\", the hash being "
-                  "the base64 of the SHA-1 of \"user:password\" "
-                  "(28 characters)";
-        }
-
-    } else if (ngx_strcmp(scheme, "ip") == 0) {
-        text.data = id;
-        text.len = ngx_strlen(id);
-
-        if (ngx_ptocidr(&text, &cidr) == NGX_ERROR) {
-            err = "the id of \"ip\" is an address or a network "
-                  "(\"10.0.0.0/8\")";
-        }
-
-    } else if (ngx_strcmp(scheme, "auth") != 0
-               && ngx_strcmp(scheme, "x509") != 0
-               && ngx_strcmp(scheme, "sasl") != 0)
-    {
-        err = "unknown scheme, not one of \"world\", \"auth\", "
-              "\"digest\", \"ip\", \"x509\", \"sasl\"";
-    }
-
-    if (err) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zk_acl entry \"%V\": %s", entry, err);
-        return NGX_CONF_ERROR;
-    }
-
-    return NGX_CONF_OK;
 }
 
 
@@ -1356,14 +1133,13 @@ ngx_http_zk_lock_jeopardy(ngx_zk_lock_session_t *s)
 }
 
 
-/* a lease count changed: its locks, and what the metrics show */
+/* a lease count changed: what the metrics show (the core's recipes too) */
 
 static void
-ngx_zk_lock_recount(ngx_zk_lock_session_t *s,
+ngx_http_zk_lock_recount(ngx_zk_lock_session_t *s,
     ngx_zk_lock_counter_t *c)
 {
     ngx_http_zk_lock_metrics_leases(c->path, c->value);
-    ngx_zk_lock_recipe_recount(s, c);
 }
 
 
@@ -1385,205 +1161,3 @@ ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
 }
 
 
-/*
- * zk_auth digest user:password
- * zk_auth digest file=<path>: the first line of the file, so that the
- * secret stays out of nginx.conf (the file is read by the master, at
- * configuration time, and may be readable by root only)
- */
-
-static char *
-ngx_http_zk_lock_auth(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    ngx_http_zk_lock_main_conf_t *lmcf = conf;
-
-    u_char     *p, *last;
-    ssize_t     n;
-    ngx_str_t  *value, name;
-    ngx_file_t  file;
-    u_char      buf[1024];
-
-    if (lmcf->auth.data) {
-        return "is duplicate";
-    }
-
-    value = cf->args->elts;
-
-    if (ngx_strcmp(value[1].data, "digest") != 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "unsupported zk_auth scheme \"%V\", "
-                           "only \"digest\"", &value[1]);
-        return NGX_CONF_ERROR;
-    }
-
-    if (ngx_strncmp(value[2].data, "file=", 5) != 0) {
-        lmcf->auth = value[2];
-        goto check;
-    }
-
-    name.len = value[2].len - 5;
-    name.data = value[2].data + 5;
-
-    if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_memzero(&file, sizeof(ngx_file_t));
-    file.name = name;
-    file.log = cf->log;
-
-    file.fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-    if (file.fd == NGX_INVALID_FILE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-                           ngx_open_file_n " \"%s\" failed", name.data);
-        return NGX_CONF_ERROR;
-    }
-
-    n = ngx_read_file(&file, buf, sizeof(buf), 0);
-
-    if (ngx_close_file(file.fd) == NGX_FILE_ERROR) {
-        ngx_conf_log_error(NGX_LOG_ALERT, cf, ngx_errno,
-                           ngx_close_file_n " \"%s\" failed", name.data);
-    }
-
-    if (n == NGX_ERROR) {
-        return NGX_CONF_ERROR;
-    }
-
-    last = ngx_strlchr(buf, buf + n, LF);
-    if (last == NULL) {
-        last = buf + n;
-    }
-
-    if (last > buf && last[-1] == CR) {
-        last--;
-    }
-
-    lmcf->auth.len = last - buf;
-    lmcf->auth.data = ngx_pnalloc(cf->pool, lmcf->auth.len);
-    if (lmcf->auth.data == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_memcpy(lmcf->auth.data, buf, lmcf->auth.len);
-
-    /* not to leave the secret on the stack */
-    ngx_explicit_memzero(buf, sizeof(buf));
-
-check:
-
-    p = ngx_strlchr(lmcf->auth.data, lmcf->auth.data + lmcf->auth.len, ':');
-
-    if (p == NULL || p == lmcf->auth.data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "zk_auth digest credentials must be "
-                           "\"user:password\"");
-        return NGX_CONF_ERROR;
-    }
-
-    return NGX_CONF_OK;
-}
-
-
-/*
- * zk_acl scheme:id:perms ..., as zkCli.sh's setAcl writes them, perms
- * among "cdrwa": "world:anyone:r", "auth::cdrwa" (whoever authenticated
- * as with zk_auth), "digest:user:<base64 sha1>:cdrwa", "ip:10.0.0.0/8:r"
- */
-
-static char *
-ngx_http_zk_lock_acl(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    ngx_http_zk_lock_main_conf_t *lmcf = conf;
-
-    u_char      *p, *colon, *last;
-    int32_t      perms;
-    ngx_str_t   *value, entry;
-    ngx_uint_t   i;
-    struct ACL  *acl;
-
-    if (lmcf->acl) {
-        return "is duplicate";
-    }
-
-    value = cf->args->elts;
-
-    lmcf->acl = ngx_pcalloc(cf->pool, sizeof(struct ACL_vector));
-    if (lmcf->acl == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    acl = ngx_pcalloc(cf->pool, (cf->args->nelts - 1) * sizeof(struct ACL));
-    if (acl == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    lmcf->acl->count = cf->args->nelts - 1;
-    lmcf->acl->data = acl;
-
-    for (i = 1; i < cf->args->nelts; i++, acl++) {
-
-        p = value[i].data;
-        last = p + value[i].len;
-
-        colon = ngx_strlchr(p, last, ':');
-
-        while (last > p && last[-1] != ':') {
-            last--;
-        }
-
-        if (colon == NULL || colon == p || last - 1 == colon) {
-            goto invalid;
-        }
-
-        perms = 0;
-
-        for (p = last; p < value[i].data + value[i].len; p++) {
-            switch (*p) {
-            case 'c': perms |= ZOO_PERM_CREATE; break;
-            case 'd': perms |= ZOO_PERM_DELETE; break;
-            case 'r': perms |= ZOO_PERM_READ; break;
-            case 'w': perms |= ZOO_PERM_WRITE; break;
-            case 'a': perms |= ZOO_PERM_ADMIN; break;
-            default: goto invalid;
-            }
-        }
-
-        if (perms == 0) {
-            goto invalid;
-        }
-
-        /* as written, for a message: the scheme and the id are cut out */
-
-        entry.len = value[i].len;
-        entry.data = ngx_pstrdup(cf->pool, &value[i]);
-        if (entry.data == NULL) {
-            return NGX_CONF_ERROR;
-        }
-
-        *colon = '\0';
-        last[-1] = '\0';
-
-        if (ngx_http_zk_lock_acl_id(cf, &entry, value[i].data, colon + 1)
-            != NGX_CONF_OK)
-        {
-            return NGX_CONF_ERROR;
-        }
-
-        acl->perms = perms;
-        acl->id.scheme = (char *) value[i].data;
-        acl->id.id = (char *) colon + 1;
-
-        continue;
-
-    invalid:
-
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid zk_acl entry \"%V\", must be "
-                           "\"scheme:id:perms\" with perms among \"cdrwa\"",
-                           &value[i]);
-        return NGX_CONF_ERROR;
-    }
-
-    return NGX_CONF_OK;
-}

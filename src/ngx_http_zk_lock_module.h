@@ -14,6 +14,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_conf.h"
 #include "ngx_zk_lock_take.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_listing.h"
@@ -69,13 +70,9 @@ typedef struct {
 
 
 typedef struct {
-    ngx_zk_lock_hosts_t          *hosts;
-    ngx_str_t                     chroot;
-    ngx_msec_t                    session_timeout;
+    ngx_zk_lock_conf_t            zk;         /* zk_hosts and the like */
     ngx_uint_t                    max_waiting; /* of a worker, all paths */
     size_t                        max_path;   /* as evaluated for a request */
-    ngx_str_t                     auth;       /* digest "user:password" */
-    struct ACL_vector            *acl;        /* of the nodes created */
     ngx_array_t                  *metrics;    /* ngx_http_zk_lock_metric_t */
     ngx_shm_zone_t               *zone;
     ngx_array_t                  *buckets;    /* ngx_msec_t, of the waits */

@@ -21,13 +21,27 @@ static void ngx_zk_lock_counter_exists(int rc, const struct Stat *stat,
 static ngx_uint_t ngx_zk_lock_counter_parse(u_char *p, int len);
 
 
-static ngx_zk_lock_recount_pt  ngx_zk_lock_recount;
+/* the core's recipes, and each layer's metrics: each once */
+#define NGX_ZK_LOCK_RECOUNTS  4
+
+static ngx_zk_lock_recount_pt  ngx_zk_lock_recount[NGX_ZK_LOCK_RECOUNTS];
 
 
 void
 ngx_zk_lock_counters_handler(ngx_zk_lock_recount_pt handler)
 {
-    ngx_zk_lock_recount = handler;
+    ngx_uint_t  i;
+
+    for (i = 0; i < NGX_ZK_LOCK_RECOUNTS; i++) {
+        if (ngx_zk_lock_recount[i] == handler) {
+            return;
+        }
+
+        if (ngx_zk_lock_recount[i] == NULL) {
+            ngx_zk_lock_recount[i] = handler;
+            return;
+        }
+    }
 }
 
 
@@ -94,7 +108,7 @@ ngx_zk_lock_counter_done(int rc, const char *value, int value_len,
     ngx_zk_lock_counter_t  *c = (ngx_zk_lock_counter_t *) data;
 
     int                          erc;
-    ngx_uint_t                   old;
+    ngx_uint_t                   i, old;
     ngx_zk_lock_session_t       *s;
 
     s = c->session;
@@ -156,8 +170,8 @@ ngx_zk_lock_counter_done(int rc, const char *value, int value_len,
 
     /* the locks that count on it are evaluated again */
 
-    if (ngx_zk_lock_recount) {
-        ngx_zk_lock_recount(s, c);
+    for (i = 0; i < NGX_ZK_LOCK_RECOUNTS && ngx_zk_lock_recount[i]; i++) {
+        ngx_zk_lock_recount[i](s, c);
     }
 }
 

@@ -136,7 +136,7 @@ struct ngx_zk_lock_pool_s {
     ngx_event_t                   patience;   /* for leases recalled */
     ngx_uint_t                    recalled;   /* lent, recalled, not back */
     ngx_uint_t                    transient;  /* levels from variables */
-    void                         *tag;        /* its owner's, for reports */
+    ngx_zk_lock_params_t         *tag;        /* its owner's, for reports */
 
     ngx_uint_t                    held;       /* BUSY and IDLE */
     ngx_uint_t                    idle;
@@ -225,8 +225,6 @@ static int ngx_libc_cdecl ngx_zk_lock_keep_uint_cmp(const void *one,
     const void *two);
 
 
-static ngx_zk_lock_keep_report_pt  ngx_zk_lock_keep_report;
-
 static ngx_zk_lock_keeper_t  ngx_zk_lock_keeper = {
     ngx_zk_lock_keep_release,
     ngx_zk_lock_keep_free
@@ -234,10 +232,21 @@ static ngx_zk_lock_keeper_t  ngx_zk_lock_keeper = {
 
 
 void
-ngx_zk_lock_keep_init(ngx_zk_lock_keep_report_pt report)
+ngx_zk_lock_keep_init(void)
 {
-    ngx_zk_lock_keep_report = report;
     ngx_zk_lock_recipe_keeper(&ngx_zk_lock_keeper);
+}
+
+
+/* the layer of the directive that made the pool counts its kept leases */
+
+static void
+ngx_zk_lock_keep_report(ngx_zk_lock_params_t *lp, ngx_int_t idle,
+    ngx_uint_t given_back)
+{
+    if (lp->report) {
+        lp->report(lp, idle, given_back);
+    }
 }
 
 
@@ -249,8 +258,9 @@ ngx_zk_lock_keep_init(ngx_zk_lock_keep_report_pt report)
 ngx_zk_lock_node_t *
 ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     ngx_uint_t leases, ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
-    ngx_uint_t transient, void *tag, ngx_zk_lock_notify_pt notify,
-    ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
+    ngx_uint_t transient, ngx_zk_lock_params_t *tag,
+    ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall, void *data,
+    ngx_log_t *log)
 {
     ngx_queue_t               *q;
     ngx_zk_lock_pool_t        *pool;

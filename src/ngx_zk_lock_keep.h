@@ -13,6 +13,7 @@
 #include <ngx_event.h>
 
 #include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_params.h"
 
 
 /*
@@ -22,22 +23,16 @@
  */
 
 
-/* what a pool tells its owner's metrics: a lease idle, or given back */
-
-typedef void (*ngx_zk_lock_keep_report_pt)(void *tag, ngx_int_t idle,
-    ngx_uint_t given_back);
-
-
 ngx_zk_lock_node_t *ngx_zk_lock_keep_acquire(
     ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
     ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
-    ngx_uint_t transient, void *tag,
+    ngx_uint_t transient, ngx_zk_lock_params_t *tag,
     ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall,
     void *data, ngx_log_t *log);
 void ngx_zk_lock_keep_late(ngx_zk_lock_node_t *ticket);
 void ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     ngx_zk_lock_child_t *children, ngx_uint_t n);
-void ngx_zk_lock_keep_init(ngx_zk_lock_keep_report_pt report);
+void ngx_zk_lock_keep_init(void);
 
 
 #endif /* _NGX_ZK_LOCK_KEEP_H_INCLUDED_ */

@@ -35,7 +35,13 @@ typedef struct {
  * the layer's to apply.
  */
 
-typedef struct {
+typedef struct ngx_zk_lock_params_s  ngx_zk_lock_params_t;
+
+/* what a pool of kept leases tells the layer: a lease idle, or given back */
+typedef void (*ngx_zk_lock_report_pt)(ngx_zk_lock_params_t *lp,
+    ngx_int_t idle, ngx_uint_t given_back);
+
+struct ngx_zk_lock_params_s {
     ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
     ngx_uint_t                    leases;     /* or the default of: */
     ngx_str_t                     counter;    /* leases=zk:<path> */
@@ -51,7 +57,9 @@ typedef struct {
     ngx_uint_t                    max_waiting; /* in a worker; 0: any */
     ngx_uint_t                    weight;     /* leases a participant takes */
     ngx_str_t                     weight_var; /* or from this, if set */
-} ngx_zk_lock_params_t;
+
+    ngx_zk_lock_report_pt         report;     /* the layer's metrics */
+};
 
 
 void ngx_zk_lock_params_init(ngx_zk_lock_params_t *lp, ngx_uint_t type,
