@@ -565,6 +565,16 @@ sub _ci { return ($ENV{CI} // '') =~ /^(1|true|yes)$/i }
 # ------------------------------------------------------------- module build
 
 my $MODULE;
+# nginx's stream module, for a binary that has it as a dynamic module
+# (Debian's libnginx-mod-stream): $ENV{ZK_LOCK_STREAM_CORE}, or '' when the
+# binary under test is another (one built with --with-stream has it)
+sub stream_core_path {
+    return $ENV{ZK_LOCK_STREAM_CORE} if defined $ENV{ZK_LOCK_STREAM_CORE};
+    return '' if $ENV{ZK_LOCK_NGINX} || $ENV{TEST_NGINX_BINARY};
+    my $so = '/usr/lib/nginx/modules/ngx_stream_module.so';
+    return -f $so ? $so : '';
+}
+
 sub module_path {
     return $MODULE if defined $MODULE;
     # set but empty: the binary was built with --add-module

@@ -70,6 +70,8 @@ sub _prepare {
     }, $class;
     mkdir "$self->{prefix}/$_" for 'logs', map { "${_}_temp" } @TEMP_DIRS;
     $self->{port} //= ZkLock::Test::free_port();
+    $self->{stream_port} = $opt{stream_port} // ZkLock::Test::free_port()
+        if defined $opt{stream};
     $self->_write_conf;
     return $self;
 }
@@ -85,6 +87,7 @@ sub _subst {
     my ($self, $text) = @_;
     my $o = $self->{opt};
     my %v = (PORT => $self->{port}, PREFIX => $self->{prefix});
+    $v{STREAM_PORT} = $self->{stream_port} if defined $self->{stream_port};
     if (defined $o->{zk}) {
         $v{ZK} = ZkLock::Test::_hosts_of($o->{zk});
     } elsif ($o->{dummy}) {
@@ -106,6 +109,13 @@ sub _write_conf {
     my $p = $self->{prefix};
     my $so = $o->{no_module} ? '' : ZkLock::Test::module_path();
     my $load = $so eq '' ? '' : "load_module $so;\n";
+    # stream: nginx's own module where it is one (Debian's), then ours
+    if (defined $o->{stream}) {
+        my $core = ZkLock::Test::stream_core_path();
+        $load = ($core eq '' ? '' : "load_module $core;\n") . $load;
+        (my $sso = $so) =~ s/ngx_http_zk_lock_module\.so$/ngx_stream_zk_lock_module.so/;
+        $load .= "load_module $sso;\n" if $so ne '';
+    }
     # As root, workers would run as nobody and could not write the temp
     # dirs inside our 0700 prefix.
     my $user = $> == 0 ? "user root;\n" : '';
@@ -123,11 +133,14 @@ sub _write_conf {
         . "events { worker_connections " . ($o->{connections} // 1024)
         . "; }\n"
         . "http {\n    access_log $p/logs/access.log;\n$temp"
-        . $self->_subst($self->{body}) . "\n}\n";
+        . $self->_subst($self->{body}) . "\n}\n"
+        . (defined $o->{stream}
+            ? "stream {\n" . $self->_subst($o->{stream}) . "\n}\n" : '');
     ZkLock::Test::_spew("$p/nginx.conf", $conf);
 }
 
 sub port       { $_[0]{port} }
+sub stream_port { $_[0]{stream_port} }
 sub pid        { $_[0]{pid} }
 sub prefix     { $_[0]{prefix} }
 sub conf       { ZkLock::Test::slurp("$_[0]{prefix}/nginx.conf") }

@@ -1,0 +1,98 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_STREAM_ZK_LOCK_MODULE_H_INCLUDED_
+#define _NGX_STREAM_ZK_LOCK_MODULE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_stream.h>
+
+#include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_conf.h"
+#include "ngx_zk_lock_params.h"
+
+
+/* the longest lock path a connection's variables may make */
+#define NGX_STREAM_ZK_LOCK_MAX_PATH  1024
+
+
+/*
+ * What happened to a connection at its locks, as $zk_lock_status names
+ * it: the last of those that end a wait, or a hold
+ */
+
+typedef enum {
+    NGX_STREAM_ZK_LOCK_NONE = 0,
+    NGX_STREAM_ZK_LOCK_ACQUIRED,
+    NGX_STREAM_ZK_LOCK_TIMEOUT,
+    NGX_STREAM_ZK_LOCK_ERROR,
+    NGX_STREAM_ZK_LOCK_BYPASSED,
+    NGX_STREAM_ZK_LOCK_REJECTED,
+    NGX_STREAM_ZK_LOCK_LOST,
+    NGX_STREAM_ZK_LOCK_REVOKED,
+    NGX_STREAM_ZK_LOCK_GONE         /* the client left while waiting */
+} ngx_stream_zk_lock_result_e;
+
+
+/* one zk_mutex, zk_semaphore or zk_rwlock directive in "stream" */
+typedef struct {
+    ngx_zk_lock_params_t          lock;       /* first: as parsed */
+    ngx_stream_complex_value_t   *path_cv;    /* a path with variables */
+    ngx_uint_t                    levels;     /* segments of the path */
+    ngx_stream_complex_value_t   *weight_cv;  /* lock.weight_var */
+} ngx_stream_zk_lock_spec_t;
+
+
+typedef struct {
+    ngx_zk_lock_conf_t            zk;         /* zk_hosts and the like */
+    ngx_uint_t                    max_waiting; /* of a worker, all paths */
+    ngx_str_t                     used;       /* a lock directive, if any */
+    ngx_zk_lock_session_t        *session;
+} ngx_stream_zk_lock_main_conf_t;
+
+
+typedef struct {
+    ngx_array_t                  *locks;      /* ngx_stream_zk_lock_spec_t */
+    ngx_msec_t                    timeout;
+    ngx_uint_t                    log_level;
+    ngx_flag_t                    fail_open;  /* zk_lock_fail open */
+    ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
+} ngx_stream_zk_lock_srv_conf_t;
+
+
+/* a lock that the connection holds or waits for */
+typedef struct {
+    ngx_stream_zk_lock_spec_t    *spec;
+    ngx_str_t                     path;
+    ngx_uint_t                    weight;
+    ngx_zk_lock_node_t           *node;
+} ngx_stream_zk_lock_hold_t;
+
+
+/* one per gated connection (a stream "session", not ZooKeeper's) */
+typedef struct {
+    ngx_stream_session_t         *session;
+    ngx_stream_zk_lock_hold_t    *holds;
+    ngx_uint_t                    nholds;
+    ngx_uint_t                    next;       /* the hold to take next */
+    ngx_event_t                   timer;
+    ngx_msec_t                    started;    /* the first wait */
+
+    /* for the variables */
+    ngx_stream_zk_lock_result_e   result;
+    ngx_msec_t                    wait_time;
+
+    unsigned                      waiting:1;
+    unsigned                      done:1;     /* all held, or bypassed */
+} ngx_stream_zk_lock_ctx_t;
+
+
+extern ngx_module_t  ngx_stream_zk_lock_module;
+
+
+#endif /* _NGX_STREAM_ZK_LOCK_MODULE_H_INCLUDED_ */

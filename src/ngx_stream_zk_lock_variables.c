@@ -1,0 +1,303 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_stream.h>
+
+#include "ngx_stream_zk_lock_variables.h"
+#include "ngx_zk_lock_recipe.h"
+
+
+/*
+ * $zk_lock_status, $zk_lock_wait_time, $zk_lock_node and $zk_lock_token
+ * in "stream", for log_format as in "http"; and the scripts of the lock
+ * paths and weights that use variables
+ */
+
+
+static ngx_int_t ngx_stream_zk_lock_variables_result(ngx_stream_session_t *s,
+    ngx_stream_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
+    ngx_stream_variable_value_t *v, uintptr_t data);
+
+
+/* by ngx_stream_zk_lock_result_e */
+
+static ngx_str_t  ngx_stream_zk_lock_results[] = {
+    ngx_null_string,
+    ngx_string("ACQUIRED"),
+    ngx_string("TIMEOUT"),
+    ngx_string("ERROR"),
+    ngx_string("BYPASSED"),
+    ngx_string("REJECTED"),
+    ngx_string("LOST"),
+    ngx_string("REVOKED"),
+    ngx_string("GONE")
+};
+
+
+static ngx_stream_variable_t  ngx_stream_zk_lock_vars[] = {
+
+    { ngx_string("zk_lock_status"), NULL,
+      ngx_stream_zk_lock_variables_result, 0,
+      NGX_STREAM_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_wait_time"), NULL,
+      ngx_stream_zk_lock_variables_result, 1,
+      NGX_STREAM_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_node"), NULL,
+      ngx_stream_zk_lock_variables_node, 0,
+      NGX_STREAM_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_token"), NULL,
+      ngx_stream_zk_lock_variables_node, 1,
+      NGX_STREAM_VAR_NOCACHEABLE, 0 },
+
+      ngx_stream_null_variable
+};
+
+
+ngx_int_t
+ngx_stream_zk_lock_variables_add(ngx_conf_t *cf)
+{
+    ngx_stream_variable_t  *var, *v;
+
+    for (v = ngx_stream_zk_lock_vars; v->name.len; v++) {
+        var = ngx_stream_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+ngx_stream_complex_value_t *
+ngx_stream_zk_lock_variables_compile(ngx_conf_t *cf, ngx_str_t *value)
+{
+    ngx_stream_complex_value_t          *cv;
+    ngx_stream_compile_complex_value_t   ccv;
+
+    cv = ngx_palloc(cf->pool, sizeof(ngx_stream_complex_value_t));
+    if (cv == NULL) {
+        return NULL;
+    }
+
+    ngx_memzero(&ccv, sizeof(ngx_stream_compile_complex_value_t));
+
+    ccv.cf = cf;
+    ccv.value = value;
+    ccv.complex_value = cv;
+
+    if (ngx_stream_compile_complex_value(&ccv) != NGX_OK) {
+        return NULL;
+    }
+
+    return cv;
+}
+
+
+/*
+ * The lock path of a connection: its variables may not add levels, nor
+ * make a segment that ZooKeeper refuses.  NGX_DECLINED: a bad path, which
+ * the connection is refused for, without a node.
+ */
+
+ngx_int_t
+ngx_stream_zk_lock_variables_path(ngx_stream_session_t *s,
+    ngx_stream_zk_lock_spec_t *spec, ngx_uint_t top, ngx_str_t *path)
+{
+    u_char      *p, *last;
+    ngx_str_t    seg;
+    ngx_uint_t   n;
+    const char  *err;
+
+    if (spec->path_cv == NULL) {
+        *path = spec->lock.name;
+        return NGX_OK;
+    }
+
+    if (ngx_stream_complex_value(s, spec->path_cv, path) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    err = NULL;
+
+    if (path->len > NGX_STREAM_ZK_LOCK_MAX_PATH) {
+        err = "too long";
+    }
+
+    p = path->data;
+    last = p + path->len;
+
+    for (n = 0; err == NULL && p < last; n++) {
+        seg.data = ++p;
+        p = ngx_strlchr(p, last, '/');
+        if (p == NULL) {
+            p = last;
+        }
+
+        seg.len = p - seg.data;
+
+        err = ngx_zk_lock_path_check_segment(&seg, top && n == 0);
+    }
+
+    if (err == NULL && n != spec->levels) {
+        err = "of other levels than configured";
+    }
+
+    if (err) {
+        ngx_log_error(NGX_LOG_INFO, s->connection->log, 0,
+                      "%s path \"%V\" is \"%V\": %s",
+                      ngx_zk_lock_types[spec->lock.type].directive,
+                      &spec->lock.name, path, err);
+        return NGX_DECLINED;
+    }
+
+    return NGX_OK;
+}
+
+
+/* weight=<$variable>: 1 to the leases there are, or the connection is refused */
+
+ngx_int_t
+ngx_stream_zk_lock_variables_weight(ngx_stream_session_t *s,
+    ngx_stream_zk_lock_spec_t *spec, ngx_uint_t *weight)
+{
+    ngx_int_t  n;
+    ngx_str_t  v;
+
+    if (spec->weight_cv == NULL) {
+        *weight = spec->lock.weight;
+        return NGX_OK;
+    }
+
+    if (ngx_stream_complex_value(s, spec->weight_cv, &v) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    n = ngx_atoi(v.data, v.len);
+
+    if (n < 1 || (ngx_uint_t) n > spec->lock.leases) {
+        ngx_log_error(NGX_LOG_INFO, s->connection->log, 0,
+                      "%s \"%V\": invalid weight \"%V\", 1 to %ui expected",
+                      ngx_zk_lock_types[spec->lock.type].directive,
+                      &spec->lock.name, &v, spec->lock.leases);
+        return NGX_DECLINED;
+    }
+
+    *weight = n;
+
+    return NGX_OK;
+}
+
+
+/* $zk_lock_status (data 0) and $zk_lock_wait_time (data 1) */
+
+static ngx_int_t
+ngx_stream_zk_lock_variables_result(ngx_stream_session_t *s,
+    ngx_stream_variable_value_t *v, uintptr_t data)
+{
+    u_char                    *p;
+    ngx_stream_zk_lock_ctx_t  *ctx;
+
+    ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
+
+    if (ctx == NULL || ctx->result == NGX_STREAM_ZK_LOCK_NONE) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    if (data == 0) {
+        v->len = ngx_stream_zk_lock_results[ctx->result].len;
+        v->data = ngx_stream_zk_lock_results[ctx->result].data;
+
+    } else {
+        p = ngx_pnalloc(s->connection->pool, NGX_TIME_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v->len = ngx_sprintf(p, "%M", ctx->wait_time) - p;
+        v->data = p;
+    }
+
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+/* the nodes held, as full paths or as tokens (data), separated by spaces */
+
+static ngx_int_t
+ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
+    ngx_stream_variable_value_t *v, uintptr_t data)
+{
+    u_char                     *p;
+    size_t                      len;
+    ngx_uint_t                  i;
+    ngx_zk_lock_node_t         *node;
+    ngx_stream_zk_lock_ctx_t   *ctx;
+
+    ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
+
+    len = 0;
+
+    for (i = 0; ctx && i < ctx->nholds; i++) {
+        node = ctx->holds[i].node;
+
+        if (node && node->state == NGX_ZK_LOCK_HELD) {
+            len += (data ? NGX_INT64_LEN
+                         : ngx_strlen(ngx_zk_lock_node_path(node)) + 1
+                           + node->name_len)
+                   + 1;
+        }
+    }
+
+    if (len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(s->connection->pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v->data = p;
+
+    for (i = 0; i < ctx->nholds; i++) {
+        node = ctx->holds[i].node;
+
+        if (node == NULL || node->state != NGX_ZK_LOCK_HELD) {
+            continue;
+        }
+
+        if (p != v->data) {
+            *p++ = ' ';
+        }
+
+        p = data ? ngx_sprintf(p, "%L", node->czxid)
+                 : ngx_sprintf(p, "%s/%*s", ngx_zk_lock_node_path(node),
+                               node->name_len, node->name);
+    }
+
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    v->len = p - v->data;
+
+    return NGX_OK;
+}
