@@ -167,7 +167,7 @@ ngx_stream_zk_lock_variables_path(ngx_stream_session_t *s,
 }
 
 
-/* weight=<$variable>: 1 to the leases there are, or the connection is refused */
+/* weight=<$variable>: 1 to the leases, else the connection is refused */
 
 ngx_int_t
 ngx_stream_zk_lock_variables_weight(ngx_stream_session_t *s,

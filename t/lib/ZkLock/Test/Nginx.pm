@@ -113,7 +113,8 @@ sub _write_conf {
     if (defined $o->{stream}) {
         my $core = ZkLock::Test::stream_core_path();
         $load = ($core eq '' ? '' : "load_module $core;\n") . $load;
-        (my $sso = $so) =~ s/ngx_http_zk_lock_module\.so$/ngx_stream_zk_lock_module.so/;
+        (my $sso = $so) =~
+            s/ngx_http_zk_lock_module\.so$/ngx_stream_zk_lock_module.so/;
         $load .= "load_module $sso;\n" if $so ne '';
     }
     # As root, workers would run as nobody and could not write the temp
