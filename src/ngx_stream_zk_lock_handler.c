@@ -58,6 +58,7 @@ static void ngx_stream_zk_lock_handler_end(ngx_stream_zk_lock_ctx_t *ctx,
 static void ngx_stream_zk_lock_handler_unwait(ngx_stream_zk_lock_ctx_t *ctx);
 static void ngx_stream_zk_lock_handler_give_back(
     ngx_stream_zk_lock_ctx_t *ctx);
+static ngx_int_t ngx_stream_zk_lock_handler_watch(ngx_connection_t *c);
 static ngx_uint_t ngx_stream_zk_lock_handler_gone(ngx_connection_t *c);
 static void ngx_stream_zk_lock_handler_cut(ngx_connection_t *c);
 static ngx_int_t ngx_stream_zk_lock_handler_cmp(const void *one,
@@ -72,6 +73,7 @@ static ngx_uint_t  ngx_stream_zk_lock_nwaiting;
 ngx_int_t
 ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
 {
+    ngx_int_t                       rc;
     ngx_connection_t               *c;
     ngx_stream_zk_lock_ctx_t       *ctx;
     ngx_stream_zk_lock_hold_t      *hold;
@@ -83,10 +85,18 @@ ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
         return NGX_DECLINED;
     }
 
+    c = s->connection;
     ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
 
     if (ctx == NULL) {
-        return ngx_stream_zk_lock_handler_start(s, sscf);
+        rc = ngx_stream_zk_lock_handler_start(s, sscf);
+
+        if (rc == NGX_AGAIN && ngx_stream_zk_lock_handler_watch(c) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        return rc;
     }
 
     if (ctx->done) {
@@ -95,10 +105,9 @@ ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
 
     /* woken while waiting: by the client's bytes, which wait, or its close */
 
-    c = s->connection;
-
     if (!ngx_stream_zk_lock_handler_gone(c)) {
-        return NGX_AGAIN;
+        return (ngx_stream_zk_lock_handler_watch(c) == NGX_OK) ? NGX_AGAIN
+                                                              : NGX_ERROR;
     }
 
     hold = &ctx->holds[ctx->next];
@@ -655,6 +664,34 @@ ngx_stream_zk_lock_handler_give_back(ngx_stream_zk_lock_ctx_t *ctx)
             ctx->holds[i].node = NULL;
         }
     }
+}
+
+
+/*
+ * The client's close is heard while it waits: epoll arms a stream
+ * connection's read event only when asked.  A level-triggered method
+ * would wake the worker again and again while the client's bytes wait
+ * unread: it listens only while there are none.
+ */
+
+static ngx_int_t
+ngx_stream_zk_lock_handler_watch(ngx_connection_t *c)
+{
+    ngx_event_t  *rev;
+
+    rev = c->read;
+
+    if (ngx_event_flags & NGX_USE_CLEAR_EVENT) {
+        return rev->active ? NGX_OK
+                           : ngx_add_event(rev, NGX_READ_EVENT,
+                                           NGX_CLEAR_EVENT);
+    }
+
+    if (rev->ready) {
+        return rev->active ? ngx_del_event(rev, NGX_READ_EVENT, 0) : NGX_OK;
+    }
+
+    return ngx_handle_read_event(rev, 0);
 }
 
 

@@ -1,0 +1,380 @@
+#!/usr/bin/perl
+# The stream layer (ngx_stream_zk_lock_module): a TCP connection waits in
+# the preaccess phase, its bytes unread and nothing sent upstream, until it
+# holds its locks, and holds them for its life.  The backend is the HTTP
+# one: an HTTP/1.0 request through the stream proxy is one connection, so
+# its count in flight is the count of connections in flight.
+#
+#  1. nginx -t: the lock directives in "stream" are checked as in "http"
+#  2. two nginx x 2 workers on one path, 3 x N clients: peak exactly N,
+#     served in arrival order; a client over a short timeout is closed at
+#     it, with TIMEOUT in the log, and leaves no node
+#  3. a client that goes while waiting frees its node at once (kazoo)
+#  4. max_waiting=: a connection over it is closed at once (REJECTED)
+#  5. a Curator InterProcessSemaphore, an HTTP location and stream servers
+#     on one path: never more than N together
+#  6. the session expires (a partition) under zk_lock_lost abort: the held
+#     connection is closed before the server could expire the session
+#  7. a reload under load: every connection served, never more than N
+#  8. keep=: connections on kept leases make no ZooKeeper write
+#  9. zk_lock_fail open / closed without ZooKeeper; a path with variables
+#  no [alert]/[crit]/[emerg] line, no crashed worker (the harness)
+
+use strict;
+use warnings;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use IO::Socket::INET;
+use lib 't/lib';
+use ZkLock::Test;
+use ZkLock::Curator;
+use ZkLock::FaultProxy;
+
+require_prereqs(qw(nginx zookeeper kazoo module));
+curator_prereqs();
+
+my $zk = zk_start();
+my $be = backend_start();
+
+my $HTTP = <<'EOF';
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /mix {
+            zk_semaphore /st/mix leases=3 timeout=30s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location / { return 204; }
+    }
+EOF
+
+my $LOG = <<'EOF';
+    log_format zk '$server_port $status $zk_lock_status $zk_lock_wait_time '
+                  '$zk_lock_token $zk_lock_node';
+    access_log %%PREFIX%%/logs/stream.log zk;
+EOF
+
+# a stream server per port: "port" => "directives"
+sub stream_conf {
+    my ($hosts, %servers) = @_;
+    my $conf = "    zk_hosts $hosts;\n$LOG";
+    for my $port (sort keys %servers) {
+        $conf .= "    server {\n        listen 127.0.0.1:$port;\n"
+            . "        $servers{$port}\n"
+            . "        proxy_pass %%BACKEND%%;\n    }\n";
+    }
+    return $conf;
+}
+
+sub stream_log { ZkLock::Test::slurp($_[0]->prefix . '/logs/stream.log') }
+
+# a raw connection that sends an HTTP/1.0 request and leaves it waiting
+sub open_client {
+    my ($port, $uri) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+        Proto => 'tcp', Timeout => 5) or die "connect $port: $!";
+    $s->autoflush(1);
+    print $s "GET $uri HTTP/1.0\r\n\r\n";
+    return $s;
+}
+
+# the server's last zxid: moves with every write
+sub zxid {
+    my ($z) = (zk_4lw($zk->port, 'srvr') // '') =~ /Zxid: 0x([0-9a-f]+)/;
+    return defined $z ? hex $z : undef;
+}
+
+###############################################################################
+
+subtest 'nginx -t checks the lock directives in stream' => sub {
+    my @cases = (
+        [ 'zk_semaphore /st/x timeout=1s;',
+          qr/"zk_semaphore" must have "leases" parameter/ ],
+        [ 'zk_mutex /st/x color=red;', qr/invalid parameter "color=red"/ ],
+        [ 'zk_mutex st/x;', qr/lock path "st\/x" must be absolute/ ],
+        [ 'zk_mutex /st/x; zk_lock_fail local=3;',
+          qr/"zk_lock_fail local" is not supported in "stream"/ ],
+        [ 'zk_mutex /st/x reentrant=off;',
+          qr/"reentrant=off" is not for "stream"/ ],
+        [ 'zk_semaphore /st/x leases=2 keep=1s protocol=v2;',
+          qr/"keep" is not for "protocol=v2"/ ],
+    );
+    for my $c (@cases) {
+        my ($rc, $out) = nginx_test_conf($HTTP, dummy => 1,
+            stream => stream_conf('%%ZK%%', free_port() => $c->[0]));
+        isnt($rc, 0, "refused: $c->[0]");
+        like($out, $c->[1], '... naming the problem');
+    }
+
+    my ($rc, $out) = nginx_test_conf($HTTP, dummy => 1, stream =>
+        "    server { listen 127.0.0.1:1; zk_mutex /st/x; "
+        . "proxy_pass 127.0.0.1:2; }\n");
+    isnt($rc, 0, 'a lock without zk_hosts in stream is refused');
+    like($out, qr/"zk_mutex" is used but "zk_hosts" is not set in "stream"/,
+        '... naming the problem');
+
+    ($rc, $out) = nginx_test_conf($HTTP, dummy => 1,
+        stream => stream_conf('%%ZK%%', free_port() =>
+            'zk_semaphore /st/x/$server_port leases=2 keep=1s;'));
+    is($rc, 0, 'a good configuration passes') or diag $out;
+};
+
+###############################################################################
+
+my ($P_SEM, $P_SHORT, $P_MAXW, $P_VAR, $P_MIX) = map { free_port() } 1 .. 5;
+
+my %servers = (
+    $P_SEM   => 'zk_semaphore /st/db leases=3 timeout=30s;',
+    $P_SHORT => 'zk_mutex /st/short timeout=1s;',
+    $P_MAXW  => 'zk_mutex /st/maxw max_waiting=1 timeout=30s;',
+    $P_VAR   => 'zk_semaphore /st/var/$server_port leases=1;',
+    $P_MIX   => 'zk_semaphore /st/mix leases=3 timeout=30s;',
+);
+
+# one instance owns the ports; the other has the same servers on others
+my %servers2 = map { free_port() => $_ } values %servers;
+my %port2 = map { my $p = $_; ($p => (grep { $servers2{$_} eq $servers{$p} }
+    keys %servers2)[0]) } keys %servers;
+
+my @fleet = (
+    nginx_start($HTTP, zk => $zk, backend => $be,
+        stream => stream_conf('%%ZK%%', %servers)),
+    nginx_start($HTTP, zk => $zk, backend => $be,
+        stream => stream_conf('%%ZK%%', %servers2)),
+);
+
+ok(sessions_connected(@fleet), 'every worker has a session');
+
+subtest 'two nginx x 2 workers, 3 x N clients: peak N, in arrival order'
+    => sub {
+    $be->reset;
+    my $n = 9;
+    my $res = http_parallel([ map {
+        [ $_ % 2 ? $P_SEM : $port2{$P_SEM},
+          "/c?key=fleet&sleep=600&id=$_" ] } 1 .. $n ],
+        stagger => 0.1, timeout => 60);
+
+    is(scalar(grep { $_->{status} == 200 } @$res), $n,
+        'every connection served');
+    my $st = $be->stats('fleet');
+    is($st->{max}, 3, 'peak exactly N = 3 at the backend');
+    is_deeply($st->{order}, [ 1 .. $n ], 'served in arrival order (FIFO)');
+
+    my $log = join '', map { stream_log($_) } @fleet;
+    my $acq = () = $log =~ /^\d+ 200 ACQUIRED \d+ \d+ \/st\/db\//mg;
+    is($acq, $n, 'each logged 200 ACQUIRED, with a token and its node');
+
+    no_ephemerals($zk, '/st/db', 'the fleet');
+};
+
+subtest 'a client over the timeout is closed at it, without a node' => sub {
+    $be->reset;
+    my $hold = http_parallel_bg([ [ $P_SHORT, '/c?key=short&sleep=3000' ] ],
+        timeout => 30);
+    ok(wait_for(sub { $be->stats('short')->{inflight} == 1 }, 10),
+        'a connection holds the mutex');
+
+    my $t0 = time;
+    my $r = http_get($port2{$P_SHORT}, '/c?key=short&id=late', timeout => 10);
+    my $took = time - $t0;
+    is($r->{status}, 0, 'the late one is closed without an answer');
+    cmp_ok($took, '>=', 0.8, '... at its timeout (1 s)');
+    cmp_ok($took, '<', 2.5, '... not much later');
+    like(stream_log($fleet[1]), qr/^$port2{$P_SHORT} 503 TIMEOUT \d+ - -$/m,
+        '... logged 503 TIMEOUT, no token, no node');
+    like($fleet[1]->error_log,
+        qr/\[error\].*zk_mutex "\/st\/short" not acquired in \d+ms/,
+        '... and at error in error_log');
+
+    is(http_parallel_collect($hold, 30)->[0]{status}, 200,
+        'the holder is served');
+    is($be->stats('short')->{count}, 1, 'the late one never reached it');
+    no_ephemerals($zk, '/st/short', 'after a timeout');
+};
+
+subtest 'a client gone while waiting frees its node at once' => sub {
+    $be->reset;
+    my $hold = http_parallel_bg([ [ $P_SHORT, '/c?key=gone&sleep=2500' ] ],
+        timeout => 30);
+    ok(wait_for(sub { $be->stats('gone')->{inflight} == 1 }, 10),
+        'a connection holds the mutex');
+
+    my $s = open_client($port2{$P_SHORT}, '/c?key=gone&id=gone');
+    ok(wait_for(sub { zk_children($zk, '/st/short') == 2 }, 5),
+        'a second connection waits in ZooKeeper');
+    my $t0 = time;
+    close $s;
+    ok(wait_for(sub { zk_children($zk, '/st/short') == 1 }, 5),
+        'its node goes once it closed');
+    cmp_ok(time - $t0, '<', 0.7, '... at once, not at the timeout');
+    like($fleet[1]->error_log,
+        qr/client closed the connection while waiting for zk_mutex "\/st\/short"/,
+        '... and the log says why');
+    like(stream_log($fleet[1]), qr/^$port2{$P_SHORT} 499 GONE /m,
+        '... logged 499 GONE');
+
+    http_parallel_collect($hold, 30);
+    is($be->stats('gone')->{count}, 1, 'the one that left never reached it');
+};
+
+subtest 'max_waiting=1: the next connection is closed at once' => sub {
+    $be->reset;
+    my $hold = http_parallel_bg([ [ $P_MAXW, '/c?key=maxw&sleep=2000' ] ],
+        timeout => 30);
+    ok(wait_for(sub { $be->stats('maxw')->{inflight} == 1 }, 10),
+        'a connection holds the mutex');
+    # 2 workers: of 3 waiters, 2 are in one of them
+    my @w = map { open_client($P_MAXW, "/c?key=maxw&id=w$_") } 1 .. 3;
+    my $ok = wait_for(sub { stream_log($fleet[0]) =~ /^$P_MAXW 503 REJECTED/m },
+        5);
+    ok($ok, 'a second waiter in a worker is refused at once');
+    close $_ for @w;
+    http_parallel_collect($hold, 30);
+    no_ephemerals($zk, '/st/maxw', 'after max_waiting');
+};
+
+subtest 'Curator, HTTP and stream on one path: never more than N' => sub {
+    $be->reset;
+    my $c = curator($zk, 'semaphore', '/st/mix', 1500, 3);
+    my $acq = curator_expect($c, qr/^ACQUIRED (\d+)/);
+    ok($acq, 'Curator holds one of 3 leases');
+
+    # 4 HTTP requests and 4 stream connections, over both instances
+    my $res = http_parallel([ map {
+        [ $fleet[$_ % 2]->port, "/mix?key=mix&sleep=700&rec=1&id=h$_" ],
+        [ $_ % 2 ? $port2{$P_MIX} : $P_MIX,
+          "/s?key=mix&sleep=700&rec=1&id=s$_" ] } 1 .. 4 ], timeout => 60);
+    my $rel = curator_expect($c, qr/^RELEASED (\d+)/);
+    ok($rel, 'Curator released');
+
+    is(scalar(grep { $_->{status} == 200 } @$res), scalar @$res,
+        'every HTTP request and stream connection served');
+
+    my $calls = $be->calls->{mix} // [];
+    is(scalar @$calls, scalar @$res, 'each reached the backend');
+    my $worst = 0;
+    for my $t (map { $_->[0] } @$calls) {
+        my $n = grep { $_->[0] <= $t && $t < $_->[1] } @$calls;
+        $n++ if $t * 1000 >= $acq && $t * 1000 < $rel;
+        $worst = $n if $n > $worst;
+    }
+    cmp_ok($worst, '<=', 3, 'Curator + nginx never above 3 at once');
+    is($be->stats('mix')->{max}, 3, 'nginx alone reached 3 after Curator');
+    no_ephemerals($zk, '/st/mix', 'the mixed path');
+};
+
+subtest 'a path with variables ($server_port)' => sub {
+    my $r = http_get($P_VAR, '/c?key=var');
+    is($r->{status}, 200, 'served');
+    like(stream_log($fleet[0]), qr{^$P_VAR 200 ACQUIRED \d+ \d+ /st/var/$P_VAR/_c_}m,
+        'the node is below the port\'s path');
+    no_ephemerals($zk, '/st/var', 'variables');
+};
+
+$_->stop for @fleet;
+
+###############################################################################
+
+subtest 'the session expires under zk_lock_lost abort: the connection goes'
+    => sub {
+    my $px = ZkLock::FaultProxy->start($zk);
+    my $port = free_port();
+    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 1,
+        stream => "    zk_session_timeout 4s;\n"
+            . stream_conf($px->hosts, $port =>
+                'zk_mutex /st/abort timeout=30s; zk_lock_lost abort;'));
+    ok(sessions_connected($ng), 'connected through the relay');
+
+    $be->reset;
+    my $h = http_parallel_bg([ [ $port,
+        '/c?key=abort&sleep=60000&hangup=1' ] ], timeout => 90);
+    ok(wait_for(sub { $be->stats('abort')->{inflight} == 1 }, 10),
+        'a connection holds the mutex');
+
+    my $cut = $px->partition(12);
+    my $r = http_parallel_collect($h, 90)->[0];
+    is($r->{status}, 0, 'the held connection is closed');
+    cmp_ok($r->{end} - $cut, '<', 4,
+        '... before the server could expire the session (4 s)');
+    is($be->stats('abort')->{hangups}, 1, '... and so is its upstream');
+    like($ng->error_log, qr/zk_mutex "\/st\/abort" lost while held, closing the connection/,
+        '... the log says why');
+    like(stream_log($ng), qr/^$port \d+ LOST /m, '... logged LOST');
+    no_ephemerals($zk, '/st/abort', 'after the expiry', 30);
+    $ng->stop;
+    $px->stop;
+};
+
+###############################################################################
+
+subtest 'a reload under load: all served, never more than N' => sub {
+    my $port = free_port();
+    my $ng = nginx_start($HTTP, zk => $zk, backend => $be,
+        stream => stream_conf('%%ZK%%',
+            $port => 'zk_semaphore /st/reload leases=2 timeout=30s;'));
+    ok(sessions_connected($ng), 'connected');
+    $be->reset;
+    my $bg = http_parallel_bg([ map { [ $port, "/c?key=reload&sleep=300" ] }
+        1 .. 24 ], stagger => 0.05, timeout => 60);
+    sleep 0.5;
+    ok($ng->reload, 'reloaded while connections wait and hold');
+    my $res = http_parallel_collect($bg, 90);
+    is(scalar(grep { $_->{status} == 200 } @$res), 24, 'every one served');
+    cmp_ok($be->stats('reload')->{max}, '<=', 2, 'never more than 2');
+    no_ephemerals($zk, '/st/reload', 'after the reload');
+    $ng->stop;
+};
+
+###############################################################################
+
+subtest 'keep=: connections on kept leases write nothing to ZooKeeper' => sub {
+    my $port = free_port();
+    my $ng = nginx_start($HTTP, zk => $zk, backend => $be,
+        stream => stream_conf('%%ZK%%',
+            $port => 'zk_semaphore /st/keep leases=2 keep=5s timeout=10s;'));
+    ok(sessions_connected($ng), 'connected');
+
+    # each worker keeps a lease once it has served on one
+    http_get($port, "/c?key=keep&id=warm$_") for 1 .. 10;
+    sleep 0.3;
+
+    $be->reset;
+    my $z0 = zxid();
+    my @r = map { http_get($port, "/c?key=keep&id=$_") } 1 .. 20;
+    my $z1 = zxid();
+    is(scalar(grep { $_->{status} == 200 } @r), 20, '20 connections served');
+    ok(defined $z0 && defined $z1, 'read the zxid');
+    is($z1, $z0, 'ZooKeeper wrote nothing meanwhile: zxid unchanged');
+    my @tail = (split /\n/, stream_log($ng))[-20 .. -1];
+    is(scalar(grep { /^$port 200 ACQUIRED 0 \d+ \/st\/keep\// } @tail), 20,
+        '... each ACQUIRED at once, with a token');
+    $ng->stop;
+    no_ephemerals($zk, '/st/keep', 'once nginx stopped');
+};
+
+###############################################################################
+
+subtest 'zk_lock_fail open and closed without ZooKeeper' => sub {
+    my ($open, $closed) = (free_port(), free_port());
+    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 1,
+        stream => stream_conf('127.0.0.1:' . free_port(),
+            $open => 'zk_mutex /st/fo timeout=5s; zk_lock_fail open;',
+            $closed => 'zk_mutex /st/fc timeout=5s;'));
+    ok(wait_for(sub { $ng->error_log =~ /connect|refused|failed/i }, 10),
+        'the worker tried ZooKeeper, in vain');
+    sleep 1;
+
+    my $r = http_get($open, '/c?key=fo');
+    is($r->{status}, 200, 'fail open: the connection is let through');
+    like(stream_log($ng), qr/^$open 200 BYPASSED /m, '... logged BYPASSED');
+
+    my $t0 = time;
+    $r = http_get($closed, '/c?key=fc', timeout => 10);
+    is($r->{status}, 0, 'fail closed: the connection is closed');
+    cmp_ok(time - $t0, '<', 1, '... at once, not at its timeout');
+    like(stream_log($ng), qr/^$closed 503 ERROR /m, '... logged 503 ERROR');
+    is($be->stats('fc')->{count}, 0, '... and never reached the backend');
+    $ng->stop;
+};
+
+done_testing;
