@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 # conf-examples/: every example, an http-context snippet meant for
-# /etc/nginx/conf.d/, passes "nginx -t" once wrapped the way the stock
-# nginx.conf includes it (the harness writes load_module for the built
+# /etc/nginx/conf.d/ (or, in conf-examples/stream/, a stream-context one),
+# passes "nginx -t" once wrapped the way the stock nginx.conf includes it (the harness writes load_module for the built
 # module, unless ZK_LOCK_MODULE is empty: a static build; events {}; and
 # http { <snippet> }), and the demo of README.md runs and shows the cap
 # holding.
@@ -29,6 +29,21 @@ for my $file (glob 'conf-examples/*.conf') {
     $snippet =~ s{/var/log/nginx/}{%%PREFIX%%/logs/}g;
 
     my ($rc, $out) = nginx_test_conf($snippet);
+    is($rc, 0, "$file passes nginx -t") or diag $out;
+}
+
+# conf-examples/stream/: stream-context snippets, in a stream {} block
+for my $file (glob 'conf-examples/stream/*.conf') {
+    open my $fh, '<', $file or die "$file: $!";
+    my $snippet = do { local $/; <$fh> };
+    close $fh;
+
+    unlike($snippet, qr/^\s*(load_module|events|http|stream)\b/m,
+        "$file is a stream-context snippet");
+
+    $snippet =~ s{/var/log/nginx/}{%%PREFIX%%/logs/}g;
+
+    my ($rc, $out) = nginx_test_conf('', stream => $snippet);
     is($rc, 0, "$file passes nginx -t") or diag $out;
 }
 
