@@ -10,6 +10,7 @@
 
 #include "ngx_http_zk_lock_metrics.h"
 #include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_stats.h"
 
 
 /*
@@ -144,6 +145,10 @@ static ngx_http_zk_lock_page_t *ngx_http_zk_lock_metrics_render(
 static void ngx_http_zk_lock_metrics_unref(void *data);
 static ngx_int_t ngx_http_zk_lock_metrics_send(ngx_http_request_t *r,
     ngx_http_zk_lock_page_t *page);
+static u_char *ngx_http_zk_lock_metrics_layer_json(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_zk_lock_stats_t *st);
+static u_char *ngx_http_zk_lock_metrics_layer_prom(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_zk_lock_stats_t *st, char *family, ngx_int_t which);
 static u_char *ngx_http_zk_lock_metrics_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m);
 static void ngx_http_zk_lock_metrics_read_histogram(ngx_http_zk_lock_stat_t *st,
@@ -180,6 +185,9 @@ static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
     "zk_lock_build_info{version=\"" NGX_HTTP_ZK_LOCK_VERSION "\"} 1\n");
 
 static ngx_str_t  ngx_http_zk_lock_zone_name = ngx_string("zk_lock");
+
+/* the other layer whose locks the page shows, from the core's counters */
+static ngx_str_t  ngx_http_zk_lock_stream = ngx_string("stream");
 
 /* the last page written, JSON and Prometheus */
 static ngx_http_zk_lock_page_t  *ngx_http_zk_lock_pages[2];
@@ -710,7 +718,11 @@ ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    if (ngx_http_zk_lock_shm == NULL) {
+    if (ngx_http_zk_lock_shm == NULL
+        && ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                  &ngx_http_zk_lock_stream)
+           == NULL)
+    {
         return NGX_HTTP_NOT_FOUND;
     }
 
@@ -832,9 +844,14 @@ ngx_http_zk_lock_metrics_render(ngx_http_request_t *r, ngx_uint_t prometheus)
 {
     u_char                   *p;
     ngx_pool_t               *pool;
+    ngx_array_t              *names;
     ngx_chain_t              *cl;
     ngx_http_zk_lock_out_t    o;
+    ngx_http_zk_lock_shm_t   *shm;
     ngx_http_zk_lock_page_t  *page;
+
+    static ngx_http_zk_lock_shm_t  none;
+    static ngx_array_t             no_names;
 
     pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, ngx_cycle->log);
     if (pool == NULL) {
@@ -852,14 +869,16 @@ ngx_http_zk_lock_metrics_render(ngx_http_request_t *r, ngx_uint_t prometheus)
     o.last = &o.first;
     o.buf = NULL;
 
+    /* only stream locks: no worker slots, no HTTP lock */
+
+    shm = ngx_http_zk_lock_shm ? ngx_http_zk_lock_shm : &none;
+    names = ngx_http_zk_lock_names ? ngx_http_zk_lock_names : &no_names;
+
     if (prometheus) {
-        p = ngx_http_zk_lock_metrics_prometheus(&o, NULL,
-                                                ngx_http_zk_lock_shm,
-                                                ngx_http_zk_lock_names);
+        p = ngx_http_zk_lock_metrics_prometheus(&o, NULL, shm, names);
 
     } else {
-        p = ngx_http_zk_lock_metrics_json(&o, NULL, ngx_http_zk_lock_shm,
-                                          ngx_http_zk_lock_names);
+        p = ngx_http_zk_lock_metrics_json(&o, NULL, shm, names);
     }
 
     if (p == NULL) {
@@ -1073,7 +1092,16 @@ ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o, u_char *p,
         return NULL;
     }
 
-    return ngx_sprintf(p, "]}\n");
+    p = ngx_sprintf(p, "]");
+
+    p = ngx_http_zk_lock_metrics_layer_json(o, p,
+                           ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                                  &ngx_http_zk_lock_stream));
+    if (p == NULL) {
+        return NULL;
+    }
+
+    return ngx_sprintf(p, "}\n");
 }
 
 
@@ -1229,7 +1257,16 @@ ngx_http_zk_lock_metrics_prom_gauges(ngx_http_zk_lock_out_t *o, u_char *p,
                         ngx_http_zk_lock_metrics_gauge(shm, i, which));
     }
 
-    return p;
+    if (which == NGX_HTTP_ZK_LOCK_KEPT_GAUGE) {
+        return p;
+    }
+
+    /* the core's gauges are held and waiting, in this order too */
+
+    return ngx_http_zk_lock_metrics_layer_prom(o, p,
+                           ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                                  &ngx_http_zk_lock_stream),
+                           gauges[which].metric, which);
 }
 
 
@@ -1392,7 +1429,10 @@ ngx_http_zk_lock_metrics_prom_requests(ngx_http_zk_lock_out_t *o, u_char *p,
         }
     }
 
-    return p;
+    return ngx_http_zk_lock_metrics_layer_prom(o, p,
+                           ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                                  &ngx_http_zk_lock_stream),
+                           "zk_lock_requests_total", -1);
 }
 
 
@@ -1441,6 +1481,96 @@ ngx_http_zk_lock_metrics_prom_histogram(ngx_http_zk_lock_out_t *o, u_char *p,
         p = ngx_http_zk_lock_metrics_series(p, "zk_lock_wait_seconds_count",
                                             &m[i]);
         p = ngx_sprintf(p, "} %uA\n", h.cum[ngx_http_zk_lock_nbuckets]);
+    }
+
+    return p;
+}
+
+
+/*
+ * The locks of the stream layer, from the core's counters: "stream" in
+ * the JSON, layer="stream" in Prometheus, where the series of a path are
+ * summed across layers as the lock itself counts them
+ */
+
+static u_char *
+ngx_http_zk_lock_metrics_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_zk_lock_stats_t *st)
+{
+    ngx_uint_t                 i, j;
+    ngx_zk_lock_stats_name_t  *n;
+
+    if (st == NULL) {
+        return p;
+    }
+
+    p = ngx_sprintf(p, ",\"%V\":[", &st->layer);
+    n = st->names->elts;
+
+    for (i = 0; i < st->names->nelts; i++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, 512 + 2 * n[i].name.len);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = ngx_sprintf(p, "%s{\"path\":\"", i ? "," : "");
+        p = ngx_http_zk_lock_metrics_escape(p, &n[i].name);
+        p = ngx_sprintf(p, "\",\"type\":\"%s\",\"held\":%A,\"waiting\":%A",
+                        ngx_zk_lock_types[n[i].type].label,
+                        ngx_zk_lock_stats_sum(st, i, NGX_ZK_LOCK_STATS_HELD),
+                        ngx_zk_lock_stats_sum(st, i,
+                                              NGX_ZK_LOCK_STATS_WAITING));
+
+        for (j = 0; j < NGX_ZK_LOCK_STATS_N; j++) {
+            p = ngx_sprintf(p, ",\"%s\":%uA", ngx_zk_lock_stats_results[j],
+                            ngx_zk_lock_stats_total(st, i, j));
+        }
+
+        *p++ = '}';
+    }
+
+    return ngx_sprintf(p, "]");
+}
+
+
+/* which: a gauge (held, waiting), or -1: the results' counters */
+
+static u_char *
+ngx_http_zk_lock_metrics_layer_prom(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_zk_lock_stats_t *st, char *family, ngx_int_t which)
+{
+    ngx_uint_t                 i, j;
+    ngx_zk_lock_stats_name_t  *n;
+
+    if (st == NULL) {
+        return p;
+    }
+
+    n = st->names->elts;
+
+    for (i = 0; i < st->names->nelts; i++) {
+        p = ngx_http_zk_lock_metrics_room(o, p, (256 + 2 * n[i].name.len)
+                                                * NGX_ZK_LOCK_STATS_N);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        for (j = 0; j < (which == -1 ? NGX_ZK_LOCK_STATS_N : 1); j++) {
+            p = ngx_sprintf(p, "%s{path=\"", family);
+            p = ngx_http_zk_lock_metrics_escape(p, &n[i].name);
+            p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
+                            ngx_zk_lock_types[n[i].type].label, &st->layer);
+
+            if (which == -1) {
+                p = ngx_sprintf(p, ",result=\"%s\"} %uA\n",
+                                ngx_zk_lock_stats_results[j],
+                                ngx_zk_lock_stats_total(st, i, j));
+
+            } else {
+                p = ngx_sprintf(p, "} %A\n",
+                                ngx_zk_lock_stats_sum(st, i, which));
+            }
+        }
     }
 
     return p;

@@ -13,6 +13,7 @@
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_semv2.h"
 #include "ngx_zk_lock_take.h"
+#include "ngx_zk_lock_stats.h"
 
 
 /*
@@ -56,6 +57,12 @@ static void ngx_stream_zk_lock_handler_timeout(ngx_event_t *ev);
 static void ngx_stream_zk_lock_handler_end(ngx_stream_zk_lock_ctx_t *ctx,
     ngx_stream_zk_lock_result_e result, ngx_int_t status);
 static void ngx_stream_zk_lock_handler_unwait(ngx_stream_zk_lock_ctx_t *ctx);
+static void ngx_stream_zk_lock_handler_result(ngx_stream_zk_lock_ctx_t *ctx,
+    ngx_stream_zk_lock_hold_t *hold, ngx_stream_zk_lock_result_e result);
+static void ngx_stream_zk_lock_handler_held(ngx_stream_zk_lock_ctx_t *ctx,
+    ngx_stream_zk_lock_hold_t *hold);
+static void ngx_stream_zk_lock_handler_drop(ngx_stream_zk_lock_ctx_t *ctx,
+    ngx_stream_zk_lock_hold_t *hold);
 static void ngx_stream_zk_lock_handler_give_back(
     ngx_stream_zk_lock_ctx_t *ctx);
 static ngx_int_t ngx_stream_zk_lock_handler_watch(ngx_connection_t *c);
@@ -119,7 +126,7 @@ ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
 
     ngx_stream_zk_lock_handler_unwait(ctx);
     ngx_stream_zk_lock_handler_give_back(ctx);
-    ctx->result = NGX_STREAM_ZK_LOCK_GONE;
+    ngx_stream_zk_lock_handler_result(ctx, hold, NGX_STREAM_ZK_LOCK_GONE);
 
     return NGX_STREAM_ZK_LOCK_CLIENT_CLOSED;
 }
@@ -162,7 +169,9 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
 
     rc = ngx_stream_zk_lock_handler_eval(s, ctx, sscf->locks);
     if (rc != NGX_OK) {
-        ctx->result = NGX_STREAM_ZK_LOCK_REJECTED;
+        /* ctx->next: the lock whose path or weight is invalid */
+        ngx_stream_zk_lock_handler_result(ctx, &ctx->holds[ctx->next],
+                                          NGX_STREAM_ZK_LOCK_REJECTED);
         return (rc == NGX_DECLINED) ? NGX_STREAM_BAD_REQUEST : NGX_ERROR;
     }
 
@@ -179,17 +188,20 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
                       sscf->fail_open ? "bypassed" : "refused");
 
         if (sscf->fail_open) {
-            ctx->result = NGX_STREAM_ZK_LOCK_BYPASSED;
+            ngx_stream_zk_lock_handler_result(ctx, &ctx->holds[0],
+                                              NGX_STREAM_ZK_LOCK_BYPASSED);
             ctx->done = 1;
             return NGX_DECLINED;
         }
 
-        ctx->result = NGX_STREAM_ZK_LOCK_ERROR;
+        ngx_stream_zk_lock_handler_result(ctx, &ctx->holds[0],
+                                          NGX_STREAM_ZK_LOCK_ERROR);
         return NGX_STREAM_SERVICE_UNAVAILABLE;
     }
 
     if (ngx_stream_zk_lock_handler_full(ctx)) {
-        ctx->result = NGX_STREAM_ZK_LOCK_REJECTED;
+        ngx_stream_zk_lock_handler_result(ctx, &ctx->holds[ctx->next],
+                                          NGX_STREAM_ZK_LOCK_REJECTED);
         return NGX_STREAM_SERVICE_UNAVAILABLE;
     }
 
@@ -228,6 +240,7 @@ ngx_stream_zk_lock_handler_eval(ngx_stream_session_t *s,
     for (i = 0; i < locks->nelts; i++) {
         hold = &ctx->holds[i];
         hold->spec = &spec[i];
+        ctx->next = i;
 
         rc = ngx_stream_zk_lock_variables_path(s, &spec[i], top, &hold->path);
         if (rc != NGX_OK) {
@@ -239,6 +252,8 @@ ngx_stream_zk_lock_handler_eval(ngx_stream_session_t *s,
             return rc;
         }
     }
+
+    ctx->next = 0;
 
     /* in one order in every worker, as in "http": no two wait for each other */
 
@@ -287,6 +302,8 @@ ngx_stream_zk_lock_handler_full(ngx_stream_zk_lock_ctx_t *ctx)
                                 : ngx_zk_lock_waiting(zs, &hold->path);
 
         if (n >= hold->spec->lock.max_waiting) {
+            ctx->next = i;
+
             ngx_log_error(NGX_LOG_ERR, c->log, 0,
                           "%s \"%V\" refused: %ui connections wait for it "
                           "in the worker (max_waiting)",
@@ -355,6 +372,7 @@ ngx_stream_zk_lock_handler_take(ngx_stream_zk_lock_ctx_t *ctx)
 
         if (node->state == NGX_ZK_LOCK_HELD) {
             /* a lease that the worker kept: no wait, no ZooKeeper call */
+            ngx_stream_zk_lock_handler_held(ctx, hold);
             continue;
         }
 
@@ -367,6 +385,9 @@ ngx_stream_zk_lock_handler_take(ngx_stream_zk_lock_ctx_t *ctx)
         ctx->waiting = 1;
         ngx_stream_zk_lock_nwaiting++;
         ngx_add_timer(&ctx->timer, timeout);
+
+        ngx_zk_lock_stats_gauge(smcf->stats, hold->spec->stat,
+                                NGX_ZK_LOCK_STATS_WAITING, 1);
 
         ngx_log_debug2(NGX_LOG_DEBUG_STREAM, c->log, 0,
                        "%s \"%V\": waiting",
@@ -422,6 +443,7 @@ ngx_stream_zk_lock_handler_told(ngx_zk_lock_node_t *node)
     }
 
     ngx_stream_zk_lock_handler_unwait(ctx);
+    ngx_stream_zk_lock_handler_held(ctx, hold);
     ctx->next++;
 
     rc = ngx_stream_zk_lock_handler_take(ctx);
@@ -477,7 +499,8 @@ ngx_stream_zk_lock_handler_failed(ngx_stream_zk_lock_ctx_t *ctx,
                       zerror(error));
 
         ngx_stream_zk_lock_handler_give_back(ctx);
-        ctx->result = NGX_STREAM_ZK_LOCK_BYPASSED;
+        ngx_stream_zk_lock_handler_result(ctx, hold,
+                                          NGX_STREAM_ZK_LOCK_BYPASSED);
         ctx->done = 1;
 
         ngx_stream_core_run_phases(ctx->session);
@@ -516,14 +539,12 @@ ngx_stream_zk_lock_handler_lost(ngx_stream_zk_lock_ctx_t *ctx,
     int                             error;
     ngx_uint_t                      abort, level;
     ngx_connection_t               *c;
-    ngx_zk_lock_node_t             *node;
     ngx_stream_zk_lock_srv_conf_t  *sscf;
 
     c = ctx->session->connection;
     sscf = ngx_stream_get_module_srv_conf(ctx->session,
                                           ngx_stream_zk_lock_module);
-    node = hold->node;
-    error = node->error;
+    error = hold->node->error;
     abort = sscf->lost_abort || error == NGX_ZK_LOCK_REVOKED;
 
     if (error == NGX_ZK_LOCK_JEOPARDY && !abort) {
@@ -540,7 +561,7 @@ ngx_stream_zk_lock_handler_lost(ngx_stream_zk_lock_ctx_t *ctx,
                       "the connection ends",
                       ngx_stream_zk_lock_directive(hold), &hold->path);
 
-        ctx->result = NGX_STREAM_ZK_LOCK_LOST;
+        ngx_stream_zk_lock_handler_result(ctx, hold, NGX_STREAM_ZK_LOCK_LOST);
         return;
     }
 
@@ -551,11 +572,11 @@ ngx_stream_zk_lock_handler_lost(ngx_stream_zk_lock_ctx_t *ctx,
                   error == NGX_ZK_LOCK_REVOKED ? "revoked" : "lost",
                   abort ? ", closing the connection" : "");
 
-    ngx_zk_lock_release(node);
-    hold->node = NULL;
-
-    ctx->result = (error == NGX_ZK_LOCK_REVOKED) ? NGX_STREAM_ZK_LOCK_REVOKED
-                                                 : NGX_STREAM_ZK_LOCK_LOST;
+    ngx_stream_zk_lock_handler_drop(ctx, hold);
+    ngx_stream_zk_lock_handler_result(ctx, hold,
+                                      (error == NGX_ZK_LOCK_REVOKED)
+                                      ? NGX_STREAM_ZK_LOCK_REVOKED
+                                      : NGX_STREAM_ZK_LOCK_LOST);
 
     if (!abort) {
         return;
@@ -564,8 +585,9 @@ ngx_stream_zk_lock_handler_lost(ngx_stream_zk_lock_ctx_t *ctx,
     if (!ctx->done) {
         /* still waiting for a later lock: nothing runs upstream yet */
         ngx_stream_zk_lock_handler_unwait(ctx);
-        ngx_stream_zk_lock_handler_end(ctx, ctx->result,
-                                       NGX_STREAM_SERVICE_UNAVAILABLE);
+        ngx_stream_zk_lock_handler_give_back(ctx);
+        ngx_stream_finalize_session(ctx->session,
+                                    NGX_STREAM_SERVICE_UNAVAILABLE);
         return;
     }
 
@@ -611,7 +633,8 @@ ngx_stream_zk_lock_handler_timeout(ngx_event_t *ev)
 
     if (sscf->fail_open) {
         ngx_stream_zk_lock_handler_give_back(ctx);
-        ctx->result = NGX_STREAM_ZK_LOCK_BYPASSED;
+        ngx_stream_zk_lock_handler_result(ctx, hold,
+                                          NGX_STREAM_ZK_LOCK_BYPASSED);
         ctx->done = 1;
 
         ngx_stream_core_run_phases(ctx->session);
@@ -630,7 +653,7 @@ ngx_stream_zk_lock_handler_end(ngx_stream_zk_lock_ctx_t *ctx,
     ngx_stream_zk_lock_result_e result, ngx_int_t status)
 {
     ngx_stream_zk_lock_handler_give_back(ctx);
-    ctx->result = result;
+    ngx_stream_zk_lock_handler_result(ctx, &ctx->holds[ctx->next], result);
 
     ngx_stream_finalize_session(ctx->session, status);
 }
@@ -639,6 +662,8 @@ ngx_stream_zk_lock_handler_end(ngx_stream_zk_lock_ctx_t *ctx,
 static void
 ngx_stream_zk_lock_handler_unwait(ngx_stream_zk_lock_ctx_t *ctx)
 {
+    ngx_stream_zk_lock_main_conf_t  *smcf;
+
     if (!ctx->waiting) {
         return;
     }
@@ -646,6 +671,12 @@ ngx_stream_zk_lock_handler_unwait(ngx_stream_zk_lock_ctx_t *ctx)
     ctx->waiting = 0;
     ngx_stream_zk_lock_nwaiting--;
     ctx->wait_time = ngx_current_msec - ctx->started;
+
+    smcf = ngx_stream_get_module_main_conf(ctx->session,
+                                           ngx_stream_zk_lock_module);
+
+    ngx_zk_lock_stats_gauge(smcf->stats, ctx->holds[ctx->next].spec->stat,
+                            NGX_ZK_LOCK_STATS_WAITING, -1);
 
     if (ctx->timer.timer_set) {
         ngx_del_timer(&ctx->timer);
@@ -659,11 +690,69 @@ ngx_stream_zk_lock_handler_give_back(ngx_stream_zk_lock_ctx_t *ctx)
     ngx_uint_t  i;
 
     for (i = 0; i < ctx->nholds; i++) {
-        if (ctx->holds[i].node) {
-            ngx_zk_lock_release(ctx->holds[i].node);
-            ctx->holds[i].node = NULL;
-        }
+        ngx_stream_zk_lock_handler_drop(ctx, &ctx->holds[i]);
     }
+}
+
+
+/* a lock held, or waited for, is let go: counted no more as held */
+
+static void
+ngx_stream_zk_lock_handler_drop(ngx_stream_zk_lock_ctx_t *ctx,
+    ngx_stream_zk_lock_hold_t *hold)
+{
+    ngx_stream_zk_lock_main_conf_t  *smcf;
+
+    if (hold->counted) {
+        hold->counted = 0;
+
+        smcf = ngx_stream_get_module_main_conf(ctx->session,
+                                               ngx_stream_zk_lock_module);
+
+        ngx_zk_lock_stats_gauge(smcf->stats, hold->spec->stat,
+                                NGX_ZK_LOCK_STATS_HELD, -1);
+    }
+
+    if (hold->node) {
+        ngx_zk_lock_release(hold->node);
+        hold->node = NULL;
+    }
+}
+
+
+static void
+ngx_stream_zk_lock_handler_held(ngx_stream_zk_lock_ctx_t *ctx,
+    ngx_stream_zk_lock_hold_t *hold)
+{
+    ngx_stream_zk_lock_main_conf_t  *smcf;
+
+    smcf = ngx_stream_get_module_main_conf(ctx->session,
+                                           ngx_stream_zk_lock_module);
+
+    hold->counted = 1;
+
+    ngx_zk_lock_stats_gauge(smcf->stats, hold->spec->stat,
+                            NGX_ZK_LOCK_STATS_HELD, 1);
+    ngx_zk_lock_stats_count(smcf->stats, hold->spec->stat,
+                            NGX_ZK_LOCK_STATS_ACQUIRED);
+}
+
+
+/* $zk_lock_status, and the count of the lock it happened at */
+
+static void
+ngx_stream_zk_lock_handler_result(ngx_stream_zk_lock_ctx_t *ctx,
+    ngx_stream_zk_lock_hold_t *hold, ngx_stream_zk_lock_result_e result)
+{
+    ngx_stream_zk_lock_main_conf_t  *smcf;
+
+    smcf = ngx_stream_get_module_main_conf(ctx->session,
+                                           ngx_stream_zk_lock_module);
+
+    ctx->result = result;
+
+    /* the results in the order of the core's counts, after "none" */
+    ngx_zk_lock_stats_count(smcf->stats, hold->spec->stat, result - 1);
 }
 
 

@@ -42,6 +42,9 @@ static ngx_int_t ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle);
 static void ngx_stream_zk_lock_exit_process(ngx_cycle_t *cycle);
 
 
+static ngx_str_t  ngx_stream_zk_lock_layer = ngx_string("stream");
+
+
 static ngx_conf_enum_t  ngx_stream_zk_lock_lost_modes[] = {
     { ngx_string("finish"), 0 },
     { ngx_string("abort"), 1 },
@@ -191,6 +194,8 @@ ngx_stream_zk_lock_create_main_conf(ngx_conf_t *cf)
      *
      *     smcf->used = { 0, NULL };
      *     smcf->session = NULL;
+     *     smcf->stat_names = NULL;
+     *     smcf->stats = NULL;
      */
 
     ngx_zk_lock_conf_create(&smcf->zk);
@@ -271,6 +276,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_stream_zk_lock_srv_conf_t *sscf = conf;
 
+    ngx_int_t                        rc;
     ngx_str_t                       *value;
     ngx_stream_zk_lock_spec_t       *spec;
     ngx_stream_zk_lock_main_conf_t  *smcf;
@@ -322,6 +328,14 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (smcf->used.data == NULL) {
         smcf->used = cmd->name;
     }
+
+    rc = ngx_zk_lock_stats_add(cf, &smcf->stat_names, &spec->lock.name,
+                               spec->lock.type);
+    if (rc == NGX_ERROR) {
+        return NGX_CONF_ERROR;
+    }
+
+    spec->stat = rc;
 
     return NGX_CONF_OK;
 }
@@ -469,6 +483,14 @@ ngx_stream_zk_lock_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    /* the HTTP module's status page shows them, with layer="stream" */
+
+    smcf->stats = ngx_zk_lock_stats_zone(cf, &ngx_stream_zk_lock_layer,
+                                         smcf->stat_names);
+    if (smcf->stats == NULL) {
+        return NGX_ERROR;
+    }
+
     /*
      * Preaccess, as limit_conn: the connection's bytes are not read, and
      * nothing is sent upstream, until it holds its locks
@@ -505,6 +527,8 @@ ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle)
     if (smcf == NULL || smcf->session == NULL) {
         return NGX_OK;
     }
+
+    ngx_zk_lock_stats_worker(smcf->stats);
 
     /* the layer above the session hears of it through these alone */
 

@@ -15,6 +15,7 @@
 #include "ngx_zk_lock_session.h"
 #include "ngx_zk_lock_conf.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_stats.h"
 
 
 /* the longest lock path a connection's variables may make */
@@ -45,6 +46,7 @@ typedef struct {
     ngx_stream_complex_value_t   *path_cv;    /* a path with variables */
     ngx_uint_t                    levels;     /* segments of the path */
     ngx_stream_complex_value_t   *weight_cv;  /* lock.weight_var */
+    ngx_uint_t                    stat;       /* its counters' index */
 } ngx_stream_zk_lock_spec_t;
 
 
@@ -53,6 +55,8 @@ typedef struct {
     ngx_uint_t                    max_waiting; /* of a worker, all paths */
     ngx_str_t                     used;       /* a lock directive, if any */
     ngx_zk_lock_session_t        *session;
+    ngx_array_t                  *stat_names; /* ngx_zk_lock_stats_name_t */
+    ngx_zk_lock_stats_t          *stats;      /* for the status page */
 } ngx_stream_zk_lock_main_conf_t;
 
 
@@ -71,6 +75,7 @@ typedef struct {
     ngx_str_t                     path;
     ngx_uint_t                    weight;
     ngx_zk_lock_node_t           *node;
+    unsigned                      counted:1;  /* as held, in the stats */
 } ngx_stream_zk_lock_hold_t;
 
 

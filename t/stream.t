@@ -44,6 +44,7 @@ my $HTTP = <<'EOF';
             zk_semaphore /st/mix leases=3 timeout=30s;
             proxy_pass http://%%BACKEND%%;
         }
+        location = /zk-status { zk_lock_status_page; }
         location / { return 204; }
     }
 EOF
@@ -165,6 +166,20 @@ subtest 'two nginx x 2 workers, 3 x N clients: peak N, in arrival order'
     is($acq, $n, 'each logged 200 ACQUIRED, with a token and its node');
 
     no_ephemerals($zk, '/st/db', 'the fleet');
+
+    # the HTTP status page shows the stream locks, counted fleet-wide by
+    # Prometheus as the sum over the instances
+    my $acquired = 0;
+    for my $ng (@fleet) {
+        my $prom = $ng->get('/zk-status?format=prometheus')->{body};
+        like($prom, qr/^zk_lock_held\{path="\/st\/db",type="semaphore",layer="stream"\} 0$/m,
+            'Prometheus: zk_lock_held of the stream lock, layer="stream"');
+        $acquired += $1 if $prom =~ /^zk_lock_requests_total\{path="\/st\/db",type="semaphore",layer="stream",result="acquired"\} (\d+)$/m;
+        like($ng->get('/zk-status')->{body},
+            qr/"stream":\[.*\{"path":"\/st\/db","type":"semaphore","held":0,"waiting":0,"acquired":\d+/,
+            'JSON: the stream locks under "stream"');
+    }
+    is($acquired, $n, 'the acquisitions of both instances add up to 9');
 };
 
 subtest 'a client over the timeout is closed at it, without a node' => sub {
@@ -173,6 +188,10 @@ subtest 'a client over the timeout is closed at it, without a node' => sub {
         timeout => 30);
     ok(wait_for(sub { $be->stats('short')->{inflight} == 1 }, 10),
         'a connection holds the mutex');
+
+    like($fleet[0]->get('/zk-status?format=prometheus')->{body},
+        qr/^zk_lock_held\{path="\/st\/short",type="mutex",layer="stream"\} 1$/m,
+        'the status page shows it held');
 
     my $t0 = time;
     my $r = http_get($port2{$P_SHORT}, '/c?key=short&id=late', timeout => 10);
@@ -189,6 +208,9 @@ subtest 'a client over the timeout is closed at it, without a node' => sub {
     is(http_parallel_collect($hold, 30)->[0]{status}, 200,
         'the holder is served');
     is($be->stats('short')->{count}, 1, 'the late one never reached it');
+    like($fleet[1]->get('/zk-status?format=prometheus')->{body},
+        qr/^zk_lock_requests_total\{path="\/st\/short",type="mutex",layer="stream",result="timeout"\} 1$/m,
+        'its timeout is counted');
     no_ephemerals($zk, '/st/short', 'after a timeout');
 };
 
@@ -356,7 +378,12 @@ subtest 'keep=: connections on kept leases write nothing to ZooKeeper' => sub {
 
 subtest 'zk_lock_fail open and closed without ZooKeeper' => sub {
     my ($open, $closed) = (free_port(), free_port());
-    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 1,
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1,
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location = /zk-status { zk_lock_status_page; }
+    }
+EOF
         stream => stream_conf('127.0.0.1:' . free_port(),
             $open => 'zk_mutex /st/fo timeout=5s; zk_lock_fail open;',
             $closed => 'zk_mutex /st/fc timeout=5s;'));
@@ -374,6 +401,12 @@ subtest 'zk_lock_fail open and closed without ZooKeeper' => sub {
     cmp_ok(time - $t0, '<', 1, '... at once, not at its timeout');
     like(stream_log($ng), qr/^$closed 503 ERROR /m, '... logged 503 ERROR');
     is($be->stats('fc')->{count}, 0, '... and never reached the backend');
+
+    my $json = $ng->get('/zk-status')->{body};
+    like($json, qr/"locks":\[\],"stream":\[/,
+        'a status page without HTTP locks shows the stream ones');
+    like($json, qr/\{"path":"\/st\/fo","type":"mutex","held":0,"waiting":0,"acquired":0,"timeout":0,"error":0,"bypassed":1,/,
+        '... with the bypass counted');
     $ng->stop;
 };
 

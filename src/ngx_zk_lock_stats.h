@@ -1,0 +1,77 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_STATS_H_INCLUDED_
+#define _NGX_ZK_LOCK_STATS_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+
+/*
+ * A layer's counters of its locks, in a shared memory zone of their own
+ * that another layer's status page may read (the stream locks show on
+ * the HTTP module's page): found by the zone's tag, not by a call into
+ * the layer that counts.
+ */
+
+/* how a participant's wait or hold ended */
+typedef enum {
+    NGX_ZK_LOCK_STATS_ACQUIRED = 0,
+    NGX_ZK_LOCK_STATS_TIMEOUT,
+    NGX_ZK_LOCK_STATS_ERROR,
+    NGX_ZK_LOCK_STATS_BYPASSED,
+    NGX_ZK_LOCK_STATS_REJECTED,
+    NGX_ZK_LOCK_STATS_LOST,
+    NGX_ZK_LOCK_STATS_REVOKED,
+    NGX_ZK_LOCK_STATS_GONE          /* the client left while waiting */
+} ngx_zk_lock_stats_result_e;
+
+#define NGX_ZK_LOCK_STATS_N  (NGX_ZK_LOCK_STATS_GONE + 1)
+
+#define NGX_ZK_LOCK_STATS_HELD     0
+#define NGX_ZK_LOCK_STATS_WAITING  1
+
+
+/* a lock as configured: its path, before variables, and its type */
+typedef struct {
+    ngx_str_t                     name;
+    ngx_uint_t                    type;       /* NGX_ZK_LOCK_MUTEX... */
+} ngx_zk_lock_stats_name_t;
+
+
+typedef struct {
+    ngx_str_t                     layer;      /* the label: "stream" */
+    ngx_array_t                  *names;      /* ngx_zk_lock_stats_name_t */
+    ngx_uint_t                    nslots;     /* of workers */
+    ngx_shm_zone_t               *zone;
+    ngx_uint_t                    slot;       /* this worker's */
+} ngx_zk_lock_stats_t;
+
+
+ngx_int_t ngx_zk_lock_stats_add(ngx_conf_t *cf, ngx_array_t **names,
+    ngx_str_t *name, ngx_uint_t type);
+ngx_zk_lock_stats_t *ngx_zk_lock_stats_zone(ngx_conf_t *cf,
+    ngx_str_t *layer, ngx_array_t *names);
+void ngx_zk_lock_stats_worker(ngx_zk_lock_stats_t *st);
+void ngx_zk_lock_stats_count(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_stats_result_e result);
+void ngx_zk_lock_stats_gauge(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_uint_t which, ngx_int_t delta);
+
+ngx_zk_lock_stats_t *ngx_zk_lock_stats_find(ngx_cycle_t *cycle,
+    ngx_str_t *layer);
+ngx_atomic_uint_t ngx_zk_lock_stats_total(ngx_zk_lock_stats_t *st,
+    ngx_uint_t i, ngx_zk_lock_stats_result_e result);
+ngx_atomic_int_t ngx_zk_lock_stats_sum(ngx_zk_lock_stats_t *st,
+    ngx_uint_t i, ngx_uint_t which);
+
+
+extern char  *ngx_zk_lock_stats_results[];
+
+
+#endif /* _NGX_ZK_LOCK_STATS_H_INCLUDED_ */
