@@ -16,8 +16,10 @@
 #  6. the session expires (a partition) under zk_lock_lost abort: the held
 #     connection is closed before the server could expire the session
 #  7. a reload under load: every connection served, never more than N
-#  8. keep=: connections on kept leases make no ZooKeeper write
+#  8. keep=: connections on kept leases make no ZooKeeper write; with more
+#     workers than leases, the bound holds
 #  9. zk_lock_fail open / closed without ZooKeeper; a path with variables
+#  the HTTP status page shows the stream locks (layer="stream")
 #  no [alert]/[crit]/[emerg] line, no crashed worker (the harness)
 
 use strict;
@@ -372,6 +374,24 @@ subtest 'keep=: connections on kept leases write nothing to ZooKeeper' => sub {
         '... each ACQUIRED at once, with a token');
     $ng->stop;
     no_ephemerals($zk, '/st/keep', 'once nginx stopped');
+};
+
+###############################################################################
+
+subtest 'keep= with more workers than leases: the bound holds' => sub {
+    my $port = free_port();
+    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 4,
+        stream => stream_conf('%%ZK%%',
+            $port => 'zk_semaphore /st/few leases=1 keep=1s timeout=60s;'));
+    ok(sessions_connected($ng), '4 workers connected');
+    $be->reset;
+    my $res = http_parallel([ map { [ $port, "/c?key=few&sleep=50&id=$_" ] }
+        1 .. 30 ], stagger => 0.01, timeout => 90);
+    is(scalar(grep { $_->{status} == 200 } @$res), 30,
+        '30 connections over 4 workers on 1 lease: all served');
+    is($be->stats('few')->{max}, 1, 'never two at once');
+    $ng->stop;
+    no_ephemerals($zk, '/st/few', 'once nginx stopped');
 };
 
 ###############################################################################
