@@ -1,32 +1,47 @@
 #!/bin/sh
-# Builds the Debian package libnginx-mod-http-zk-lock_<version>_<arch>.deb
-# with Debian's own tooling for nginx modules (nginx-dev's dh-sequence-nginx:
-# the nginx_mod debhelper build system and dh_nginx), the way Debian builds
-# its libnginx-mod-* packages:
+# Builds the Debian packages libnginx-mod-http-zk-lock_<version>_<arch>.deb
+# and libnginx-mod-stream-zk-lock_<version>_<arch>.deb (one source, a
+# module per package) with Debian's own tooling for nginx modules
+# (nginx-dev's dh-sequence-nginx: the nginx_mod debhelper build system and
+# dh_nginx), the way Debian builds its libnginx-mod-* packages:
 #
-# * the module is configured against /usr/share/nginx/src with the very
-#   flags of Debian's nginx binary (its conf_flags) and --add-dynamic-module,
-#   built with "make modules", and checked by loading it with nginx -t;
-# * the package installs /usr/lib/nginx/modules/ngx_http_zk_lock_module.so
-#   and /usr/share/nginx/modules-available/mod-http-zk-lock.conf (the
+# * the modules are configured against /usr/share/nginx/src with the very
+#   flags of Debian's nginx binary (its conf_flags), --with-stream (which
+#   conf_flags lack: Debian's tree has stream's headers, and "make modules"
+#   builds no stream module of nginx's own) and --add-dynamic-module,
+#   built with "make modules", and checked by loading them with nginx -t,
+#   after Debian's ngx_stream_module.so;
+# * libnginx-mod-http-zk-lock installs
+#   /usr/lib/nginx/modules/ngx_http_zk_lock_module.so and
+#   /usr/share/nginx/modules-available/mod-http-zk-lock.conf (the
 #   load_module line, written by dh_nginx), and its maintainer scripts (also
-#   dh_nginx's) enable it with a symlink in /etc/nginx/modules-enabled/;
-# * Depends: nginx-abi-<version> (the ABI of the nginx it was built
-#   against, from nginx-dev) and libzookeeper-st2 (from shlibs).
+#   dh_nginx's) enable it with the symlink 50-mod-http-zk-lock.conf in
+#   /etc/nginx/modules-enabled/; it needs no stream;
+# * libnginx-mod-stream-zk-lock does the same for ngx_stream_zk_lock_module.so
+#   (mod-stream-zk-lock.conf, enabled as 70-mod-stream-zk-lock.conf: dh_nginx
+#   gives 70 to the libnginx-mod-<layer>-<name> packages other than http-,
+#   so that it loads after libnginx-mod-stream's 50-mod-stream.conf), and
+#   Depends on libnginx-mod-stream;
+# * both Depend on nginx-abi-<version> (the ABI of the nginx they were built
+#   against, from nginx-dev) and libzookeeper-st2 (from shlibs: each .so
+#   carries the core).
 #
 # Needs: build-essential debhelper dpkg-dev nginx-dev libzookeeper-st-dev
-# (in t/lib/packages).  Works as root or not (Rules-Requires-Root: no, so no
+# libnginx-mod-stream (in t/lib/packages).  Works as root or not (Rules-Requires-Root: no, so no
 # fakeroot).  Everything happens in t/build/deb (BUILD_DIR overrides t/build),
 # wiped first: the sources are copied to t/build/deb/<source>-<version>/,
 # debian/ is generated there, the log is t/build/deb/build.log.
 #
 # Usage: t/lib/deb.sh      (ZK_LOCK_DEB_VERSION=<version> to force one)
-# Prints the path of the .deb as the last line of stdout; progress on stderr.
+# Prints the paths of the .debs, one a line, the stream package's first and
+# the HTTP package's last (so "| tail -n 1" is the HTTP module's); progress
+# on stderr.
 set -eu
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${BUILD_DIR:-$top/t/build}/deb
-pkg=libnginx-mod-http-zk-lock
+pkg=libnginx-mod-http-zk-lock             # also the source package's name
+stream_pkg=libnginx-mod-stream-zk-lock
 
 say() { echo "deb.sh: $*" >&2; }
 
@@ -119,7 +134,8 @@ Maintainer: $maint
 Build-Depends: debhelper-compat (= 13),
                dh-sequence-nginx,
                nginx-dev,
-               libzookeeper-st-dev
+               libzookeeper-st-dev,
+               libnginx-mod-stream
 Standards-Version: 4.6.2
 Rules-Requires-Root: no
 
@@ -135,10 +151,26 @@ Description: ZooKeeper-backed cluster-wide locks for nginx
  .
  The module is enabled through /etc/nginx/modules-enabled/; example
  configurations are in /usr/share/doc/$pkg/examples/.
+
+Package: $stream_pkg
+Architecture: any
+Depends: libnginx-mod-stream, \${misc:Depends}, \${shlibs:Depends}
+Description: ZooKeeper-backed cluster-wide locks for nginx (stream)
+ ngx_stream_zk_lock_module brings the locks of ngx_http_zk_lock_module to
+ nginx's stream (TCP and UDP) servers: zk_mutex, zk_semaphore and
+ zk_rwlock, compatible node for node with Apache Curator's recipes, with a
+ connection waiting until it holds its locks and holding them for its life.
+ .
+ The module is enabled through /etc/nginx/modules-enabled/, after
+ libnginx-mod-stream's; example configurations are in
+ /usr/share/doc/$stream_pkg/examples/.
 EOF
 
 # dh-sequence-nginx (Build-Depends) adds dh_nginx after dh_install and
-# selects the nginx_mod build system for every dh_auto_* step.
+# selects the nginx_mod build system for every dh_auto_* step.  Its test
+# step loads every .so built with nginx -t, after the modules named as
+# arguments (from /usr/lib/nginx/modules): Debian's stream module first.
+# (The sequence's --buildsystem=nginx_mod is not passed to overrides.)
 cat > "$src/debian/rules" << 'EOF'
 #!/usr/bin/make -f
 
@@ -147,16 +179,29 @@ export DEB_BUILD_MAINT_OPTIONS = hardening=+all
 
 %:
 	dh $@
+
+override_dh_auto_configure:
+	dh_auto_configure --buildsystem=nginx_mod -- --with-stream
+
+override_dh_auto_test:
+	dh_auto_test --buildsystem=nginx_mod -- ngx_stream_module.so
 EOF
 chmod 755 "$src/debian/rules"
 
-# No debian/$pkg.nginx: for a package named libnginx-mod-<name>, dh_nginx
-# finds debian/$pkg/usr/lib/nginx/modules/ngx_<name with _>_module.so (put
-# there by nginx_mod's install step), writes modules-available/mod-<name>.conf
-# with its load_module line, adds nginx-abi-* to misc:Depends and the
-# maintainer scripts that link modules-enabled/50-mod-<name>.conf to it.
+# Two packages: nginx_mod's install step puts the .so files into debian/tmp,
+# and dh_install takes each to its package.  No debian/<package>.nginx: for
+# a package named libnginx-mod-<name>, dh_nginx finds
+# debian/<package>/usr/lib/nginx/modules/ngx_<name with _>_module.so,
+# writes modules-available/mod-<name>.conf with its load_module line, adds
+# nginx-abi-* to misc:Depends and the maintainer scripts that link
+# modules-enabled/<50 or 70>-mod-<name>.conf to it.
+echo usr/lib/nginx/modules/ngx_http_zk_lock_module.so > "$src/debian/$pkg.install"
+echo usr/lib/nginx/modules/ngx_stream_zk_lock_module.so \
+    > "$src/debian/$stream_pkg.install"
 echo "conf-examples/*.conf" > "$src/debian/$pkg.examples"
+echo "conf-examples/stream/*.conf" > "$src/debian/$stream_pkg.examples"
 printf '%s\n' README.md CHANGES > "$src/debian/$pkg.docs"
+printf '%s\n' README.md CHANGES > "$src/debian/$stream_pkg.docs"
 
 {
     cat << EOF
@@ -182,18 +227,25 @@ $pkg ($version) unstable; urgency=medium
 EOF
 
 # --- build -----------------------------------------------------------------
-say "building $pkg $version in $src (log: $log)"
+say "building $pkg and $stream_pkg $version in $src (log: $log)"
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 deb=$out/${pkg}_${version}_$arch.deb
+stream_deb=$out/${stream_pkg}_${version}_$arch.deb
 # -b: binary only (no source package); -us -uc: unsigned.
 if ! (cd "$src" && dpkg-buildpackage -us -uc -b) > "$log" 2>&1; then
     say "dpkg-buildpackage failed; the end of $log:"
     tail -30 "$log" >&2
     exit 1
 fi
-if [ ! -f "$deb" ]; then
-    say "dpkg-buildpackage succeeded but $deb is missing"
-    exit 1
-fi
-say "built $(dpkg-deb -f "$deb" Package Version Depends | tr '\n' ' ')"
+for f in "$stream_deb" "$deb"; do
+    if [ ! -f "$f" ]; then
+        say "dpkg-buildpackage succeeded but $f is missing"
+        exit 1
+    fi
+done
+for f in "$stream_deb" "$deb"; do
+    say "built $(dpkg-deb -f "$f" Package Version Depends | tr '\n' ' ')"
+done
+# the HTTP package's last: callers take it with tail -n 1
+echo "$stream_deb"
 echo "$deb"
