@@ -157,7 +157,7 @@ Architecture: any
 Depends: libnginx-mod-stream, \${misc:Depends}, \${shlibs:Depends}
 Description: ZooKeeper-backed cluster-wide locks for nginx (stream)
  ngx_stream_zk_lock_module brings the locks of ngx_http_zk_lock_module to
- nginx's stream (TCP and UDP) servers: zk_mutex, zk_semaphore and
+ nginx's stream (TCP) servers: zk_mutex, zk_semaphore and
  zk_rwlock, compatible node for node with Apache Curator's recipes, with a
  connection waiting until it holds its locks and holding them for its life.
  .
