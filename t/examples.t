@@ -12,7 +12,7 @@ use Test::More;
 use lib 't/lib';
 use ZkLock::Test;
 
-require_prereqs(qw(nginx zookeeper kazoo module));
+require_prereqs(qw(nginx zookeeper kazoo module stream));
 
 for my $file (glob 'conf-examples/*.conf') {
     open my $fh, '<', $file or die "$file: $!";

@@ -32,7 +32,7 @@ use ZkLock::Test;
 use ZkLock::Curator;
 use ZkLock::FaultProxy;
 
-require_prereqs(qw(nginx zookeeper kazoo module));
+require_prereqs(qw(nginx zookeeper kazoo module stream));
 curator_prereqs();
 
 my $zk = zk_start();

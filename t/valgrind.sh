@@ -1,7 +1,8 @@
 #!/bin/bash
 # Runs test files with every nginx process (master, workers, "nginx -t")
 # under valgrind memcheck, then reports the memory errors whose stack
-# involves the module (ngx_http_zk_lock_*) or the ZooKeeper C client, and
+# involves the modules (ngx_http_zk_lock_*, ngx_stream_zk_lock_*, their
+# core ngx_zk_lock_*) or the ZooKeeper C client, and
 # any nginx process that crashed.
 #
 # Usage: t/valgrind.sh [test file...]      (from anywhere in the checkout)
@@ -73,6 +74,9 @@ if [ -z "$so" ]; then
 fi
 [ -f "$so" ] || { echo "valgrind.sh: module $so not found" >&2; exit 2; }
 cp "$so" "$out/ngx_http_zk_lock_module.so" || exit 2
+# the stream module, built beside it (t/stream.t loads it)
+sso=$(dirname "$so")/ngx_stream_zk_lock_module.so
+[ ! -f "$sso" ] || cp "$sso" "$out/ngx_stream_zk_lock_module.so" || exit 2
 
 # The wrapper. valgrind.bin is Debian's real launcher (/usr/bin/valgrind
 # is a script that sets these variables and execs it; argv[0] would not
@@ -117,7 +121,8 @@ if (!@logs) {
 my $KIND = qr/Invalid[ ](?:read|write|free|alignment)|Mismatched[ ]free
     |uninitialised|unaddressable|definitely[ ]lost|overlap|fishy/x;
 # A stack frame in the module or in the ZooKeeper C client.
-my $OURS = qr/ngx_http_zk_lock_|ngx_http_zk_lock_module\.so
+my $OURS = qr/ngx_(?:http_|stream_)?zk_lock_
+    |ngx_(?:http|stream)_zk_lock_module\.so
     |\bzoo_|zookeeper|libzookeeper|recordio|\bdeserialize_|\bserialize_/x;
 
 my (%count, @ours, @others, %summary, @crashes);
@@ -182,11 +187,11 @@ if (@ours || @crashes) {
     print "\n---- errors in the module or the ZooKeeper client ----\n",
         join("\n", @ours) if @ours;
     print "\nvalgrind.sh: FAIL: " . scalar(@ours)
-        . " error(s) with a frame in ngx_http_zk_lock_* or ZooKeeper, "
+        . " error(s) with a frame in ngx_*zk_lock_* or ZooKeeper, "
         . scalar(@crashes) . " crashed process(es)\n";
     exit 1;
 }
-print "valgrind.sh: OK: no error with a frame in ngx_http_zk_lock_* or ZooKeeper"
+print "valgrind.sh: OK: no error with a frame in ngx_*zk_lock_* or ZooKeeper"
     . (@others ? " (" . scalar(@others) . " elsewhere: VG_ALL=1 lists them)" : "")
     . "\n";
 exit 0;

@@ -33,7 +33,8 @@ paths are printed with diag).
 
 =item require_prereqs(@what)
 
-@what among nginx, java, zookeeper, python, kazoo, module. A missing one
+@what among nginx, java, zookeeper, python, kazoo, module, stream (nginx's
+stream module, built in or loadable, and ours). A missing one
 means skip_all (BAIL_OUT when CI=true). Call it before the first test.
 The start functions check their own needs too.
 
@@ -537,6 +538,17 @@ sub _missing {
                     ? '' : "python module selenium missing for $PYTHON");
             $r .= ' (apt-get install chromium chromium-driver '
                 . 'python3-selenium)' if length $r;
+        } elsif ($what eq 'stream') {
+            # nginx's stream, built in or a module (libnginx-mod-stream),
+            # and ours built beside the HTTP module (or built in)
+            my $v = run_cmd([$NGINX, '-V'], timeout => 120);
+            my $so = module_path();
+            $so =~ s/ngx_http_zk_lock_module\.so$/ngx_stream_zk_lock_module.so/;
+            $r = "$NGINX has no stream module (apt-get install "
+                . "libnginx-mod-stream)"
+                unless "$v->{out}$v->{err}" =~ /--with-stream(?!=dynamic)/
+                    || stream_core_path() ne '';
+            $r ||= "$so not built" if $so ne '' && !-f $so;
         } elsif ($what eq 'module') {
             module_path();    # BAILs out itself on failure
         } else {
@@ -566,13 +578,18 @@ sub _ci { return ($ENV{CI} // '') =~ /^(1|true|yes)$/i }
 
 my $MODULE;
 # nginx's stream module, for a binary that has it as a dynamic module
-# (Debian's libnginx-mod-stream): $ENV{ZK_LOCK_STREAM_CORE}, or '' when the
-# binary under test is another (one built with --with-stream has it)
+# (Debian's libnginx-mod-stream): $ENV{ZK_LOCK_STREAM_CORE}, or read off
+# "nginx -V" of the binary under test ('' when stream is built in)
+my $STREAM_CORE;
 sub stream_core_path {
     return $ENV{ZK_LOCK_STREAM_CORE} if defined $ENV{ZK_LOCK_STREAM_CORE};
-    return '' if $ENV{ZK_LOCK_NGINX} || $ENV{TEST_NGINX_BINARY};
-    my $so = '/usr/lib/nginx/modules/ngx_stream_module.so';
-    return -f $so ? $so : '';
+    return $STREAM_CORE if defined $STREAM_CORE;
+    my $v = run_cmd([$NGINX, '-V'], timeout => 120);
+    my $text = "$v->{out}$v->{err}";
+    return $STREAM_CORE = '' unless $text =~ /--with-stream=dynamic/;
+    my ($dir) = $text =~ /--modules-path=(\S+)/;
+    my $so = ($dir // '/usr/lib/nginx/modules') . '/ngx_stream_module.so';
+    return $STREAM_CORE = -f $so ? $so : '';
 }
 
 sub module_path {
