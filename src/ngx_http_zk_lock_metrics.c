@@ -403,6 +403,22 @@ ngx_http_zk_lock_metrics_worker(void)
 }
 
 
+/* at exit: the pages kept for the next scrapes of the same millisecond */
+
+void
+ngx_http_zk_lock_metrics_exit(void)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < 2; i++) {
+        if (ngx_http_zk_lock_pages[i]) {
+            ngx_http_zk_lock_metrics_unref(ngx_http_zk_lock_pages[i]);
+            ngx_http_zk_lock_pages[i] = NULL;
+        }
+    }
+}
+
+
 void
 ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     ngx_http_zk_lock_event_e event, ngx_msec_t waited)

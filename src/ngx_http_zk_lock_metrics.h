@@ -18,6 +18,7 @@
 ngx_int_t ngx_http_zk_lock_metrics_init(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf);
 void ngx_http_zk_lock_metrics_worker(void);
+void ngx_http_zk_lock_metrics_exit(void);
 void ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     ngx_http_zk_lock_event_e event, ngx_msec_t waited);
 void ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp,

@@ -1148,6 +1148,9 @@ ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
 {
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
+    /* a status page may show stream locks alone: with no session here */
+    ngx_http_zk_lock_metrics_exit();
+
     lmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_zk_lock_module);
 
     if (lmcf == NULL || lmcf->session == NULL) {

@@ -168,11 +168,16 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
     ngx_stream_set_ctx(s, ctx, ngx_stream_zk_lock_module);
 
     rc = ngx_stream_zk_lock_handler_eval(s, ctx, sscf->locks);
-    if (rc != NGX_OK) {
+
+    if (rc == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_DECLINED) {
         /* ctx->next: the lock whose path or weight is invalid */
         ngx_stream_zk_lock_handler_result(ctx, &ctx->holds[ctx->next],
                                           NGX_STREAM_ZK_LOCK_REJECTED);
-        return (rc == NGX_DECLINED) ? NGX_STREAM_BAD_REQUEST : NGX_ERROR;
+        return NGX_STREAM_BAD_REQUEST;
     }
 
     /*

@@ -278,6 +278,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_int_t                        rc;
     ngx_str_t                       *value;
+    ngx_uint_t                       i;
     ngx_stream_zk_lock_spec_t       *spec;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
@@ -287,6 +288,22 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         sscf->locks = ngx_array_create(cf->pool, 1,
                                        sizeof(ngx_stream_zk_lock_spec_t));
         if (sscf->locks == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    /* no re-entry in stream: a second lock on a path waits for the first */
+
+    spec = sscf->locks->elts;
+
+    for (i = 0; i < sscf->locks->nelts; i++) {
+        if (spec[i].lock.name.len == value[1].len
+            && ngx_strncmp(spec[i].lock.name.data, value[1].data,
+                           value[1].len) == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "lock path \"%V\" is locked twice here: a "
+                               "connection takes a lock once", &value[1]);
             return NGX_CONF_ERROR;
         }
     }

@@ -101,6 +101,8 @@ subtest 'nginx -t checks the lock directives in stream' => sub {
           qr/"reentrant=off" is not for "stream"/ ],
         [ 'zk_semaphore /st/x leases=2 keep=1s protocol=v2;',
           qr/"keep" is not for "protocol=v2"/ ],
+        [ 'zk_rwlock /st/x write; zk_rwlock /st/x read;',
+          qr/lock path "\/st\/x" is locked twice here/ ],
     );
     for my $c (@cases) {
         my ($rc, $out) = nginx_test_conf($HTTP, dummy => 1,
