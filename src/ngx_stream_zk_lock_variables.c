@@ -10,6 +10,7 @@
 
 #include "ngx_stream_zk_lock_variables.h"
 #include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_path.h"
 
 
 /*
@@ -116,8 +117,6 @@ ngx_int_t
 ngx_stream_zk_lock_variables_path(ngx_stream_session_t *s,
     ngx_stream_zk_lock_spec_t *spec, ngx_uint_t top, ngx_str_t *path)
 {
-    u_char      *p, *last;
-    ngx_str_t    seg;
     ngx_uint_t   n;
     const char  *err;
 
@@ -130,29 +129,15 @@ ngx_stream_zk_lock_variables_path(ngx_stream_session_t *s,
         return NGX_ERROR;
     }
 
-    err = NULL;
-
     if (path->len > NGX_STREAM_ZK_LOCK_MAX_PATH) {
         err = "too long";
-    }
 
-    p = path->data;
-    last = p + path->len;
+    } else {
+        err = ngx_zk_lock_path_check(path, top, &n);
 
-    for (n = 0; err == NULL && p < last; n++) {
-        seg.data = ++p;
-        p = ngx_strlchr(p, last, '/');
-        if (p == NULL) {
-            p = last;
+        if (err == NULL && n != spec->levels) {
+            err = "of other levels than configured";
         }
-
-        seg.len = p - seg.data;
-
-        err = ngx_zk_lock_path_check_segment(&seg, top && n == 0);
-    }
-
-    if (err == NULL && n != spec->levels) {
-        err = "of other levels than configured";
     }
 
     if (err) {

@@ -118,7 +118,8 @@ char *
 ngx_zk_lock_conf_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     u_char              *p, *last;
-    ngx_str_t           *value, seg;
+    ngx_str_t           *value;
+    ngx_uint_t           n;
     const char          *err;
     ngx_zk_lock_conf_t  *zc;
 
@@ -165,22 +166,12 @@ ngx_zk_lock_conf_hosts(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         /* the chroot follows the rules of lock paths */
 
-        while (p < last) {
-            seg.data = ++p;
-            p = ngx_strlchr(p, last, '/');
-            if (p == NULL) {
-                p = last;
-            }
-
-            seg.len = p - seg.data;
-
-            err = ngx_zk_lock_path_check_segment(&seg, 0);
-            if (err) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid chroot in \"%V\": a segment is %s",
-                                   &value[1], err);
-                return NGX_CONF_ERROR;
-            }
+        err = ngx_zk_lock_path_check(&zc->chroot, 0, &n);
+        if (err) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid chroot in \"%V\": a segment is %s",
+                               &value[1], err);
+            return NGX_CONF_ERROR;
         }
     }
 

@@ -446,28 +446,12 @@ ngx_zk_lock_params_choice(ngx_conf_t *cf, ngx_str_t *value, size_t skip,
 static ngx_int_t
 ngx_zk_lock_params_check_path(ngx_str_t *path)
 {
-    u_char     *p, *last;
-    ngx_str_t   seg;
+    ngx_uint_t  n;
 
-    p = path->data;
-    last = p + path->len;
-
-    if (path->len < 2 || *p != '/') {
+    if (path->len < 2 || path->data[0] != '/'
+        || ngx_zk_lock_path_check(path, 0, &n) != NULL)
+    {
         return NGX_ERROR;
-    }
-
-    while (p < last) {
-        seg.data = ++p;
-        p = ngx_strlchr(p, last, '/');
-        if (p == NULL) {
-            p = last;
-        }
-
-        seg.len = p - seg.data;
-
-        if (ngx_zk_lock_path_check_segment(&seg, 0) != NULL) {
-            return NGX_ERROR;
-        }
     }
 
     return NGX_OK;

@@ -877,6 +877,38 @@ ngx_zk_lock_path_child(u_char *buf, ngx_zk_lock_t *lock,
 
 
 /*
+ * The segments of "/a/b" after its first "/", each by the rule below:
+ * NULL, or why one is not; *n: how many were checked
+ */
+
+const char *
+ngx_zk_lock_path_check(ngx_str_t *path, ngx_uint_t top, ngx_uint_t *n)
+{
+    u_char      *p, *last;
+    ngx_str_t    seg;
+    const char  *err;
+
+    p = path->data;
+    last = p + path->len;
+    err = NULL;
+
+    for (*n = 0; err == NULL && p < last; (*n)++) {
+        seg.data = ++p;
+        p = ngx_strlchr(p, last, '/');
+        if (p == NULL) {
+            p = last;
+        }
+
+        seg.len = p - seg.data;
+
+        err = ngx_zk_lock_path_check_segment(&seg, top && *n == 0);
+    }
+
+    return err;
+}
+
+
+/*
  * The rule for a path segment, from configuration or from variables: not
  * empty, not "." or "..", no "/", no control characters, valid UTF-8
  * without the code points ZooKeeper refuses; "zookeeper" is reserved at

@@ -125,6 +125,8 @@ void ngx_zk_lock_path_watch(ngx_zk_lock_t *lock, u_char *name);
 void ngx_zk_lock_path_unwatch(ngx_zk_lock_t *lock, uint32_t seq);
 void ngx_zk_lock_path_unwatch_gone(ngx_zk_lock_t *lock,
     ngx_zk_lock_child_t *children, ngx_uint_t n);
+const char *ngx_zk_lock_path_check(ngx_str_t *path, ngx_uint_t top,
+    ngx_uint_t *n);
 const char *ngx_zk_lock_path_check_segment(ngx_str_t *seg,
     ngx_uint_t top);
 u_char *ngx_zk_lock_path_child(u_char *buf, ngx_zk_lock_t *lock,
