@@ -16,28 +16,11 @@
 #include "ngx_zk_lock_conf.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_stats.h"
+#include "ngx_zk_lock_gate.h"
 
 
 /* the longest lock path a connection's variables may make */
 #define NGX_STREAM_ZK_LOCK_MAX_PATH  1024
-
-
-/*
- * What happened to a connection at its locks, as $zk_lock_status names
- * it: the last of those that end a wait, or a hold
- */
-
-typedef enum {
-    NGX_STREAM_ZK_LOCK_NONE = 0,
-    NGX_STREAM_ZK_LOCK_ACQUIRED,
-    NGX_STREAM_ZK_LOCK_TIMEOUT,
-    NGX_STREAM_ZK_LOCK_ERROR,
-    NGX_STREAM_ZK_LOCK_BYPASSED,
-    NGX_STREAM_ZK_LOCK_REJECTED,
-    NGX_STREAM_ZK_LOCK_LOST,
-    NGX_STREAM_ZK_LOCK_REVOKED,
-    NGX_STREAM_ZK_LOCK_GONE         /* the client left while waiting */
-} ngx_stream_zk_lock_result_e;
 
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive in "stream" */
@@ -69,31 +52,10 @@ typedef struct {
 } ngx_stream_zk_lock_srv_conf_t;
 
 
-/* a lock that the connection holds or waits for */
-typedef struct {
-    ngx_stream_zk_lock_spec_t    *spec;
-    ngx_str_t                     path;
-    ngx_uint_t                    weight;
-    ngx_zk_lock_node_t           *node;
-    unsigned                      counted:1;  /* as held, in the stats */
-} ngx_stream_zk_lock_hold_t;
-
-
 /* one per gated connection (a stream "session", not ZooKeeper's) */
 typedef struct {
+    ngx_zk_lock_gate_t            gate;       /* its locks, the core's */
     ngx_stream_session_t         *session;
-    ngx_stream_zk_lock_hold_t    *holds;
-    ngx_uint_t                    nholds;
-    ngx_uint_t                    next;       /* the hold to take next */
-    ngx_event_t                   timer;
-    ngx_msec_t                    started;    /* the first wait */
-
-    /* for the variables */
-    ngx_stream_zk_lock_result_e   result;
-    ngx_msec_t                    wait_time;
-
-    unsigned                      waiting:1;
-    unsigned                      done:1;     /* all held, or bypassed */
 } ngx_stream_zk_lock_ctx_t;
 
 

@@ -26,7 +26,7 @@ static ngx_int_t ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
     ngx_stream_variable_value_t *v, uintptr_t data);
 
 
-/* by ngx_stream_zk_lock_result_e */
+/* by ngx_zk_lock_gate_result_e */
 
 static ngx_str_t  ngx_stream_zk_lock_results[] = {
     ngx_null_string,
@@ -197,14 +197,14 @@ ngx_stream_zk_lock_variables_result(ngx_stream_session_t *s,
 
     ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
 
-    if (ctx == NULL || ctx->result == NGX_STREAM_ZK_LOCK_NONE) {
+    if (ctx == NULL || ctx->gate.result == NGX_ZK_LOCK_GATE_NONE) {
         v->not_found = 1;
         return NGX_OK;
     }
 
     if (data == 0) {
-        v->len = ngx_stream_zk_lock_results[ctx->result].len;
-        v->data = ngx_stream_zk_lock_results[ctx->result].data;
+        v->len = ngx_stream_zk_lock_results[ctx->gate.result].len;
+        v->data = ngx_stream_zk_lock_results[ctx->gate.result].data;
 
     } else {
         p = ngx_pnalloc(s->connection->pool, NGX_TIME_T_LEN);
@@ -212,7 +212,7 @@ ngx_stream_zk_lock_variables_result(ngx_stream_session_t *s,
             return NGX_ERROR;
         }
 
-        v->len = ngx_sprintf(p, "%M", ctx->wait_time) - p;
+        v->len = ngx_sprintf(p, "%M", ctx->gate.wait_time) - p;
         v->data = p;
     }
 
@@ -240,8 +240,8 @@ ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
 
     len = 0;
 
-    for (i = 0; ctx && i < ctx->nholds; i++) {
-        node = ctx->holds[i].node;
+    for (i = 0; ctx && i < ctx->gate.nholds; i++) {
+        node = ctx->gate.holds[i].node;
 
         if (node && node->state == NGX_ZK_LOCK_HELD) {
             len += (data ? NGX_INT64_LEN
@@ -263,8 +263,8 @@ ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
 
     v->data = p;
 
-    for (i = 0; i < ctx->nholds; i++) {
-        node = ctx->holds[i].node;
+    for (i = 0; i < ctx->gate.nholds; i++) {
+        node = ctx->gate.holds[i].node;
 
         if (node == NULL || node->state != NGX_ZK_LOCK_HELD) {
             continue;

@@ -1,0 +1,110 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_GATE_H_INCLUDED_
+#define _NGX_ZK_LOCK_GATE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_stats.h"
+
+
+/*
+ * A participant at its locks, whatever its protocol: it takes them one
+ * after the other in the order given, waits for each with a timeout, and
+ * ends with an outcome, which it logs and counts.  The layer fills the
+ * gate, suspends its request or connection, and hears of the end through
+ * handler and data, as ngx_resolver_ctx_t's owner does:
+ *
+ *   refuse: a lock's path or weight is invalid, before it is asked for
+ *   start --> OK: all held at once (kept leases), or let through
+ *         --> DECLINED: refused at once (no session, queue full): result
+ *         --> AGAIN: waiting ...
+ *                 ... handler: done (all held, or let through: fail open)
+ *                              or not (result: timeout, error, revoked)
+ *   a held lock lost --> lost handler (zk_lock_lost abort): cut it off
+ *   cancel: the participant left while waiting (GONE)
+ *   done: the request or connection ends: every node goes
+ */
+
+typedef struct ngx_zk_lock_gate_s  ngx_zk_lock_gate_t;
+
+typedef void (*ngx_zk_lock_gate_handler_pt)(ngx_zk_lock_gate_t *gate);
+
+
+/* $zk_lock_status: the core's counts, after "none" */
+typedef enum {
+    NGX_ZK_LOCK_GATE_NONE = 0,
+    NGX_ZK_LOCK_GATE_ACQUIRED,
+    NGX_ZK_LOCK_GATE_TIMEOUT,
+    NGX_ZK_LOCK_GATE_ERROR,
+    NGX_ZK_LOCK_GATE_BYPASSED,
+    NGX_ZK_LOCK_GATE_REJECTED,
+    NGX_ZK_LOCK_GATE_LOST,
+    NGX_ZK_LOCK_GATE_REVOKED,
+    NGX_ZK_LOCK_GATE_GONE
+} ngx_zk_lock_gate_result_e;
+
+
+/* one lock of the participant */
+typedef struct {
+    ngx_zk_lock_params_t         *lock;
+    ngx_str_t                     path;       /* as evaluated */
+    ngx_uint_t                    weight;
+    ngx_uint_t                    stat;       /* its counters' index */
+    ngx_zk_lock_node_t           *node;
+    unsigned                      counted:1;  /* as held, in the counters */
+} ngx_zk_lock_gate_hold_t;
+
+
+struct ngx_zk_lock_gate_s {
+    ngx_zk_lock_session_t        *session;
+    ngx_zk_lock_stats_t          *stats;
+    ngx_zk_lock_gate_hold_t      *holds;
+    ngx_uint_t                    nholds;
+    ngx_uint_t                    next;       /* the hold to take next */
+
+    ngx_msec_t                    timeout;    /* where a lock has none */
+    ngx_uint_t                    log_level;  /* of a timeout */
+    ngx_uint_t                    max_waiting; /* 0: as many as connections */
+    ngx_uint_t                   *nwaiting;   /* the layer's, in the worker */
+    ngx_str_t                     info;       /* the nodes' data */
+
+    ngx_event_t                   timer;
+    ngx_msec_t                    started;
+    ngx_msec_t                    wait_time;
+    ngx_zk_lock_gate_result_e     result;
+
+    ngx_zk_lock_gate_handler_pt   handler;    /* the wait ended */
+    ngx_zk_lock_gate_handler_pt   lost;       /* a held lock, cut off */
+    void                         *data;
+    ngx_log_t                    *log;
+
+    unsigned                      fail_open:1;
+    unsigned                      lost_abort:1;
+    unsigned                      waiting:1;
+    unsigned                      done:1;     /* all held, or let through */
+};
+
+
+#define ngx_zk_lock_gate_directive(hold)                                     \
+    ngx_zk_lock_types[(hold)->lock->type].directive
+
+
+ngx_int_t ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate);
+void ngx_zk_lock_gate_refuse(ngx_zk_lock_gate_t *gate, ngx_uint_t i);
+void ngx_zk_lock_gate_cancel(ngx_zk_lock_gate_t *gate);
+void ngx_zk_lock_gate_done(ngx_zk_lock_gate_t *gate);
+ngx_int_t ngx_zk_lock_gate_cmp(const void *one, const void *two);
+
+
+#endif /* _NGX_ZK_LOCK_GATE_H_INCLUDED_ */
