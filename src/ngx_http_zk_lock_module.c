@@ -734,7 +734,8 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 
 
 /*
- * One literal path, one recipe: a zk_mutex and a zk_semaphore with 5
+ * One literal path, one recipe, in "http" and "stream" alike (see
+ * ngx_zk_lock_params_recipe()): a zk_mutex and a zk_semaphore with 5
  * leases on "/t" would both count the same nodes, each with its own
  * bound, and a request holding one would re-enter the other.  A path with
  * variables is checked when it is evaluated (re-entry refuses another
@@ -745,7 +746,7 @@ static char *
 ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec)
 {
-    ngx_uint_t                   i, rw;
+    ngx_uint_t                   i;
     ngx_http_zk_lock_literal_t  *lit;
 
     if (spec->lock.transient) {
@@ -760,36 +761,21 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
         }
     }
 
-    rw = (spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
-          || spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
+    if (ngx_zk_lock_params_recipe(cf, &spec->lock) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* the same recipe, then: one entry (zk_lock_max_path, the fleet view) */
 
     lit = lmcf->literals->elts;
 
     for (i = 0; i < lmcf->literals->nelts; i++) {
-
-        if (lit[i].name.len != spec->lock.name.len
-            || ngx_strncmp(lit[i].name.data, spec->lock.name.data,
-                           spec->lock.name.len) != 0)
-        {
-            continue;
-        }
-
-        /* a mutex is a semaphore v1 with 1 lease: Curator's nodes agree */
-
-        if (lit[i].rw == rw && lit[i].v2 == spec->lock.v2
-            && lit[i].leases == spec->lock.leases
-            && lit[i].counter.len == spec->lock.counter.len
-            && ngx_strncmp(lit[i].counter.data, spec->lock.counter.data,
-                           spec->lock.counter.len) == 0)
+        if (lit[i].name.len == spec->lock.name.len
+            && ngx_strncmp(lit[i].name.data, spec->lock.name.data,
+                           spec->lock.name.len) == 0)
         {
             return NGX_CONF_OK;
         }
-
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "lock path \"%V\" is already another kind of "
-                           "lock (recipe, protocol or leases) at %V:%ui",
-                           &spec->lock.name, &lit[i].file, lit[i].line);
-        return NGX_CONF_ERROR;
     }
 
     lit = ngx_array_push(lmcf->literals);
@@ -800,7 +786,8 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     lit->name = spec->lock.name;
     lit->counter = spec->lock.counter;
     lit->leases = spec->lock.leases;
-    lit->rw = rw;
+    lit->rw = (spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
+               || spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
     lit->v2 = spec->lock.v2;
     lit->file = cf->conf_file->file.name;
     lit->line = cf->conf_file->line;

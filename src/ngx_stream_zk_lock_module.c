@@ -324,6 +324,10 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (ngx_zk_lock_params_recipe(cf, &spec->lock) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     if (spec->lock.reentrant == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"reentrant=off\" is not for \"stream\": a "

@@ -42,6 +42,27 @@ static ngx_int_t ngx_zk_lock_params_choice(ngx_conf_t *cf,
 static ngx_int_t ngx_zk_lock_params_check_path(ngx_str_t *path);
 
 
+/*
+ * The literal lock paths of the configuration being read, in "http" and
+ * "stream" alike: on one path, every directive must make the nodes of
+ * one recipe, whichever block it is in
+ */
+
+typedef struct {
+    ngx_str_t                     name;
+    ngx_str_t                     counter;
+    ngx_uint_t                    leases;
+    ngx_str_t                     file;
+    ngx_uint_t                    line;
+    unsigned                      rw:1;
+    unsigned                      v2:1;
+} ngx_zk_lock_params_literal_t;
+
+
+static ngx_cycle_t  *ngx_zk_lock_params_cycle;
+static ngx_array_t  *ngx_zk_lock_params_literals;
+
+
 /* a lock directive's defaults, before its parameters */
 
 void
@@ -455,4 +476,79 @@ ngx_zk_lock_params_check_path(ngx_str_t *path)
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * A literal path names one lock of one recipe in the whole configuration:
+ * Curator's nodes of a mutex and of a semaphore v1 of 1 lease agree
+ */
+
+char *
+ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
+{
+    ngx_uint_t                     i, rw;
+    ngx_zk_lock_params_literal_t  *lit;
+
+    if (lp->transient) {
+        return NGX_CONF_OK;     /* a variable segment */
+    }
+
+    if (ngx_zk_lock_params_cycle != cf->cycle) {
+        ngx_zk_lock_params_cycle = cf->cycle;
+        ngx_zk_lock_params_literals = NULL;
+    }
+
+    if (ngx_zk_lock_params_literals == NULL) {
+        ngx_zk_lock_params_literals = ngx_array_create(cf->pool, 4,
+                                        sizeof(ngx_zk_lock_params_literal_t));
+        if (ngx_zk_lock_params_literals == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    rw = (lp->type == NGX_ZK_LOCK_RWLOCK_READ
+          || lp->type == NGX_ZK_LOCK_RWLOCK_WRITE);
+
+    lit = ngx_zk_lock_params_literals->elts;
+
+    for (i = 0; i < ngx_zk_lock_params_literals->nelts; i++) {
+
+        if (lit[i].name.len != lp->name.len
+            || ngx_strncmp(lit[i].name.data, lp->name.data, lp->name.len)
+               != 0)
+        {
+            continue;
+        }
+
+        if (lit[i].rw == rw && lit[i].v2 == lp->v2
+            && lit[i].leases == lp->leases
+            && lit[i].counter.len == lp->counter.len
+            && ngx_strncmp(lit[i].counter.data, lp->counter.data,
+                           lp->counter.len) == 0)
+        {
+            return NGX_CONF_OK;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "lock path \"%V\" is already another kind of "
+                           "lock (recipe, protocol or leases) at %V:%ui",
+                           &lp->name, &lit[i].file, lit[i].line);
+        return NGX_CONF_ERROR;
+    }
+
+    lit = ngx_array_push(ngx_zk_lock_params_literals);
+    if (lit == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    lit->name = lp->name;
+    lit->counter = lp->counter;
+    lit->leases = lp->leases;
+    lit->rw = rw;
+    lit->v2 = lp->v2;
+    lit->file = cf->conf_file->file.name;
+    lit->line = cf->conf_file->line;
+
+    return NGX_CONF_OK;
 }

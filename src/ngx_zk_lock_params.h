@@ -66,6 +66,7 @@ void ngx_zk_lock_params_init(ngx_zk_lock_params_t *lp, ngx_uint_t type,
     ngx_str_t *name);
 char *ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_zk_lock_params_t *lp);
+char *ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp);
 
 
 extern ngx_zk_lock_type_t  ngx_zk_lock_types[];

@@ -111,7 +111,19 @@ subtest 'nginx -t checks the lock directives in stream' => sub {
         like($out, $c->[1], '... naming the problem');
     }
 
-    my ($rc, $out) = nginx_test_conf($HTTP, dummy => 1, stream =>
+    # one path, one recipe, in both blocks: the same nodes
+    my ($rc, $out) = nginx_test_conf($HTTP, dummy => 1,
+        stream => stream_conf('%%ZK%%', free_port() =>
+            'zk_semaphore /st/mix leases=5;'));
+    isnt($rc, 0, 'a stream lock of another recipe than http\'s is refused');
+    like($out, qr/lock path "\/st\/mix" is already another kind of lock/,
+        '... naming the problem');
+    ($rc, $out) = nginx_test_conf($HTTP, dummy => 1,
+        stream => stream_conf('%%ZK%%', free_port() =>
+            'zk_mutex /st/two;', free_port() => 'zk_rwlock /st/two read;'));
+    isnt($rc, 0, 'two stream servers with other recipes are refused');
+
+    ($rc, $out) = nginx_test_conf($HTTP, dummy => 1, stream =>
         "    server { listen 127.0.0.1:1; zk_mutex /st/x; "
         . "proxy_pass 127.0.0.1:2; }\n");
     isnt($rc, 0, 'a lock without zk_hosts in stream is refused');
