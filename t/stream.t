@@ -290,10 +290,13 @@ subtest 'Curator, HTTP and stream on one path: never more than N' => sub {
 
     my $calls = $be->calls->{mix} // [];
     is(scalar @$calls, scalar @$res, 'each reached the backend');
+    # Curator holds from ACQUIRED until it starts to release, 1500 ms on:
+    # its RELEASED comes once its delete is answered, and nginx may hear
+    # of the delete, take the lease and reach the backend before that
     my $worst = 0;
     for my $t (map { $_->[0] } @$calls) {
         my $n = grep { $_->[0] <= $t && $t < $_->[1] } @$calls;
-        $n++ if $t * 1000 >= $acq && $t * 1000 < $rel;
+        $n++ if $t * 1000 >= $acq && $t * 1000 < $acq + 1500;
         $worst = $n if $n > $worst;
     }
     cmp_ok($worst, '<=', 3, 'Curator + nginx never above 3 at once');

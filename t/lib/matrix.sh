@@ -27,7 +27,8 @@
 # and ngx_stream_zk_lock_module exactly when stream is configured (the
 # protocol-free core linked once: a duplicate symbol fails the link).
 #
-# Usage: t/lib/matrix.sh [name ...]     (default: all of them)
+# Usage: t/lib/matrix.sh [name ...]     (default: all but stable-static and
+# mainline-dynamic, whose cases the others cover)
 # MATRIX_DIR overrides t/build/matrix; NGINX_SRC_DIR the directory with the
 # nginx-<version>.tar.gz tarballs (default: ../shared/nginx-src beside the
 # checkout).  Each build is in MATRIX_DIR/<name>/; the binaries the static
@@ -43,9 +44,10 @@ stable=1.30.4
 mainline=1.31.4
 jobs=$(nproc 2>/dev/null || echo 2)
 
-all="debian-dynamic-debug debian-dynamic stable-dynamic stable-static
-     stable-static-stream mainline-dynamic mainline-dynamic-stream
-     mainline-static mainline-static-h3"
+# each case once: dynamic and static, with and without stream, each
+# version (stable-static and mainline-dynamic repeat cases: by name only)
+all="debian-dynamic-debug debian-dynamic stable-dynamic stable-static-stream
+     mainline-dynamic-stream mainline-static mainline-static-h3"
 
 # name -> "source configure-arguments"
 spec() {
