@@ -19,7 +19,8 @@
 #  8. keep=: connections on kept leases make no ZooKeeper write; with more
 #     workers than leases, the bound holds
 #  9. zk_lock_fail open / closed without ZooKeeper; a path with variables
-#  the HTTP status page shows the stream locks (layer="stream")
+#  the HTTP status page shows the stream locks (layer="stream"); the stream
+#  module loaded before the HTTP one
 #  no [alert]/[crit]/[emerg] line, no crashed worker (the harness)
 
 use strict;
@@ -410,6 +411,45 @@ subtest 'keep= with more workers than leases: the bound holds' => sub {
     $ng->stop;
     no_ephemerals($zk, '/st/few', 'once nginx stopped');
 };
+
+###############################################################################
+
+# The two modules are two shared objects, each with the core: loaded in
+# either order, the second one's core calls bind to the first one's copy
+# (nginx loads modules RTLD_GLOBAL), and one path counts both layers
+
+SKIP: {
+    skip 'the modules are built into nginx', 1 if module_path() eq '';
+
+subtest 'the stream module loaded before the HTTP one' => sub {
+    my $so = module_path();
+    (my $sso = $so) =~ s/ngx_http_zk_lock_module/ngx_stream_zk_lock_module/;
+    my $port = free_port();
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, no_module => 1,
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /h {
+            zk_semaphore /st/order leases=2 keep=1s timeout=30s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+        main_conf => "load_module $sso;\nload_module $so;\n",
+        stream => stream_conf('%%ZK%%', $port =>
+            'zk_semaphore /st/order leases=2 keep=1s timeout=30s;'));
+    ok(sessions_connected($ng), 'connected');
+    $be->reset;
+    my $res = http_parallel([ map {
+        [ $_ % 2 ? $ng->port : $port, "/h?key=order&sleep=200&id=$_" ] }
+        1 .. 12 ], timeout => 60);
+    is(scalar(grep { $_->{status} == 200 } @$res), 12,
+        'HTTP requests and stream connections served');
+    is($be->stats('order')->{max}, 2, 'never more than 2 of both layers');
+    $ng->stop;
+    no_ephemerals($zk, '/st/order', 'once nginx stopped');
+};
+}
 
 ###############################################################################
 
