@@ -121,6 +121,8 @@ static ngx_int_t ngx_http_zk_lock_metrics_init_zone(ngx_shm_zone_t *shm_zone,
 static ngx_int_t ngx_http_zk_lock_metrics_status_handler(ngx_http_request_t *r);
 static u_char *ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
+static u_char *ngx_http_zk_lock_metrics_json_workers(
+    ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_shm_t *shm);
 static u_char *ngx_http_zk_lock_metrics_prometheus(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_shm_t *shm, ngx_array_t *names);
 static u_char *ngx_http_zk_lock_metrics_prom_workers(
@@ -996,15 +998,14 @@ ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_shm_t *shm, ngx_uint_t i,
 }
 
 
+/* the JSON page's head: the version, then each worker's session */
+
 static u_char *
-ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o, u_char *p,
-    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
+ngx_http_zk_lock_metrics_json_workers(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm)
 {
-    ngx_uint_t                     i, j, n;
-    ngx_http_zk_lock_slot_t       *slot;
-    ngx_http_zk_lock_stat_t       *st;
-    ngx_http_zk_lock_metric_t     *m;
-    ngx_http_zk_lock_histogram_t   h;
+    ngx_uint_t                i, n;
+    ngx_http_zk_lock_slot_t  *slot;
 
     p = ngx_http_zk_lock_metrics_room(o, p, 256);
     if (p == NULL) {
@@ -1035,6 +1036,24 @@ ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o, u_char *p,
                         slot->connected ? "true" : "false", slot->session_id,
                         slot->server[0] ? slot->server : (u_char *) "",
                         slot->reconnects, slot->expired, slot->jeopardies);
+    }
+
+    return p;
+}
+
+
+static u_char *
+ngx_http_zk_lock_metrics_json(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_shm_t *shm, ngx_array_t *names)
+{
+    ngx_uint_t                     i, j;
+    ngx_http_zk_lock_stat_t       *st;
+    ngx_http_zk_lock_metric_t     *m;
+    ngx_http_zk_lock_histogram_t   h;
+
+    p = ngx_http_zk_lock_metrics_json_workers(o, p, shm);
+    if (p == NULL) {
+        return NULL;
     }
 
     p = ngx_sprintf(p, "],\"locks\":[");
