@@ -13,14 +13,15 @@
 
 
 /*
- * A connection at its locks, in the preaccess phase.  The waits are the
- * core's (ngx_zk_lock_gate.c); the layer keeps what TCP needs:
+ * A connection at its locks, in place of its server's content handler,
+ * which it calls once it holds them.  The waits are the core's
+ * (ngx_zk_lock_gate.c); the layer keeps what TCP needs:
  *
  *   start: the paths and weights from variables, the gate started
- *     held at once, or let through --> the phases go on
+ *     held at once, or let through --> the content handler (proxy_pass)
  *     refused at once --> closed: 503 (400 for a bad path or weight)
- *     waiting --> the phase is left; the client's close is watched
- *   the gate's handler: all held --> the phases run again, and go on
+ *     waiting --> the client's close is watched
+ *   the gate's handler: all held --> the content handler
  *                       not --> closed: 503
  *   the client closes while waiting --> the gate is cancelled: 499
  *   a held lock lost under "zk_lock_lost abort" --> the connection cut
@@ -47,7 +48,7 @@ static void ngx_stream_zk_lock_handler_cleanup(void *data);
 static ngx_uint_t  ngx_stream_zk_lock_nwaiting;
 
 
-ngx_int_t
+void
 ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
 {
     ngx_int_t                       rc;
@@ -57,37 +58,47 @@ ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
     ngx_stream_zk_lock_ctx_t       *ctx;
     ngx_stream_zk_lock_srv_conf_t  *sscf;
 
-    sscf = ngx_stream_get_module_srv_conf(s, ngx_stream_zk_lock_module);
-
-    if (sscf->locks == NULL) {
-        return NGX_DECLINED;
-    }
-
     c = s->connection;
+    sscf = ngx_stream_get_module_srv_conf(s, ngx_stream_zk_lock_module);
     ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
 
     if (ctx == NULL) {
         rc = ngx_stream_zk_lock_handler_start(s, sscf);
 
-        if (rc == NGX_AGAIN && ngx_stream_zk_lock_handler_watch(c) != NGX_OK)
-        {
-            return NGX_ERROR;
+        if (rc == NGX_AGAIN) {
+            if (ngx_stream_zk_lock_handler_watch(c) != NGX_OK) {
+                ngx_stream_finalize_session(s,
+                                        NGX_STREAM_INTERNAL_SERVER_ERROR);
+            }
+
+            return;
         }
 
-        return rc;
+        if (rc == NGX_OK) {
+            sscf->content(s);
+            return;
+        }
+
+        ngx_stream_finalize_session(s, (rc == NGX_ERROR)
+                                       ? NGX_STREAM_INTERNAL_SERVER_ERROR
+                                       : (ngx_uint_t) rc);
+        return;
     }
 
     gate = &ctx->gate;
 
     if (gate->done) {
-        return NGX_DECLINED;
+        return;
     }
 
     /* woken while waiting: by the client's bytes, which wait, or its close */
 
     if (!ngx_stream_zk_lock_handler_gone(c)) {
-        return (ngx_stream_zk_lock_handler_watch(c) == NGX_OK) ? NGX_AGAIN
-                                                              : NGX_ERROR;
+        if (ngx_stream_zk_lock_handler_watch(c) != NGX_OK) {
+            ngx_stream_finalize_session(s, NGX_STREAM_INTERNAL_SERVER_ERROR);
+        }
+
+        return;
     }
 
     hold = &gate->holds[gate->next];
@@ -99,7 +110,7 @@ ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
 
     ngx_zk_lock_gate_cancel(gate);
 
-    return NGX_STREAM_ZK_LOCK_CLIENT_CLOSED;
+    ngx_stream_finalize_session(s, NGX_STREAM_ZK_LOCK_CLIENT_CLOSED);
 }
 
 
@@ -178,17 +189,11 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
 
     rc = ngx_zk_lock_gate_start(gate);
 
-    switch (rc) {
-
-    case NGX_OK:
-        return NGX_DECLINED;            /* the next phase handler */
-
-    case NGX_DECLINED:
+    if (rc == NGX_DECLINED) {
         return NGX_STREAM_SERVICE_UNAVAILABLE;
-
-    default:                            /* NGX_AGAIN, NGX_ERROR */
-        return rc;
     }
+
+    return rc;                          /* NGX_OK, NGX_AGAIN, NGX_ERROR */
 }
 
 
@@ -249,12 +254,15 @@ ngx_stream_zk_lock_handler_eval(ngx_stream_session_t *s,
 static void
 ngx_stream_zk_lock_handler_end(ngx_zk_lock_gate_t *gate)
 {
-    ngx_stream_zk_lock_ctx_t  *ctx;
+    ngx_stream_zk_lock_ctx_t       *ctx;
+    ngx_stream_zk_lock_srv_conf_t  *sscf;
 
     ctx = gate->data;
 
     if (gate->done) {
-        ngx_stream_core_run_phases(ctx->session);
+        sscf = ngx_stream_get_module_srv_conf(ctx->session,
+                                              ngx_stream_zk_lock_module);
+        sscf->content(ctx->session);
         return;
     }
 

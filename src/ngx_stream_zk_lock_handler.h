@@ -15,7 +15,7 @@
 #include "ngx_stream_zk_lock_module.h"
 
 
-ngx_int_t ngx_stream_zk_lock_handler(ngx_stream_session_t *s);
+void ngx_stream_zk_lock_handler(ngx_stream_session_t *s);
 
 
 #endif /* _NGX_STREAM_ZK_LOCK_HANDLER_H_INCLUDED_ */

@@ -19,9 +19,9 @@
 
 
 /*
- * The "stream" layer: a connection waits in the preaccess phase, before
- * proxy_pass connects, until it holds its locks, and holds them for its
- * life.  The worker's ZooKeeper session and the recipes are the core's,
+ * The "stream" layer: a connection waits where its server's content
+ * handler would start, before proxy_pass connects, until it holds its
+ * locks, and holds them for its life.  The worker's ZooKeeper session and the recipes are the core's,
  * as in "http"; this layer has a session of its own (see the README).
  */
 
@@ -248,6 +248,8 @@ ngx_stream_zk_lock_merge_srv_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_stream_zk_lock_srv_conf_t *prev = parent;
     ngx_stream_zk_lock_srv_conf_t *conf = child;
 
+    ngx_stream_core_srv_conf_t  *cscf;
+
     if (conf->locks == NULL) {
         conf->locks = prev->locks;
     }
@@ -257,6 +259,28 @@ ngx_stream_zk_lock_merge_srv_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_LOG_ERR);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
     ngx_conf_merge_value(conf->lost_abort, prev->lost_abort, 0);
+
+    if (conf->locks == NULL) {
+        return NGX_CONF_OK;
+    }
+
+    /*
+     * The locks are taken where the server's content handler (proxy_pass,
+     * return) would start: after the access rules, TLS and the preread
+     * phase, so that $ssl_preread_server_name and a server chosen by its
+     * name are known, and before anything is sent upstream.  ssl_preread
+     * ends its phase once it has the ClientHello, so no handler of that
+     * phase would run after it.
+     */
+
+    cscf = ngx_stream_conf_get_module_srv_conf(cf, ngx_stream_core_module);
+
+    if (cscf->handler != NULL
+        && cscf->handler != ngx_stream_zk_lock_handler)
+    {
+        conf->content = cscf->handler;
+        cscf->handler = ngx_stream_zk_lock_handler;
+    }
 
     return NGX_CONF_OK;
 }
@@ -477,9 +501,7 @@ ngx_stream_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static ngx_int_t
 ngx_stream_zk_lock_init(ngx_conf_t *cf)
 {
-    ngx_stream_handler_pt           *h;
     ngx_stream_core_srv_conf_t      *cscf;
-    ngx_stream_core_main_conf_t     *cmcf;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
     smcf = ngx_stream_conf_get_module_main_conf(cf,
@@ -511,20 +533,6 @@ ngx_stream_zk_lock_init(ngx_conf_t *cf)
     if (smcf->stats == NULL) {
         return NGX_ERROR;
     }
-
-    /*
-     * Preaccess, as limit_conn: the connection's bytes are not read, and
-     * nothing is sent upstream, until it holds its locks
-     */
-
-    cmcf = ngx_stream_conf_get_module_main_conf(cf, ngx_stream_core_module);
-
-    h = ngx_array_push(&cmcf->phases[NGX_STREAM_PREACCESS_PHASE].handlers);
-    if (h == NULL) {
-        return NGX_ERROR;
-    }
-
-    *h = ngx_stream_zk_lock_handler;
 
     return NGX_OK;
 }

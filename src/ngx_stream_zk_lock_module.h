@@ -49,6 +49,7 @@ typedef struct {
     ngx_uint_t                    log_level;
     ngx_flag_t                    fail_open;  /* zk_lock_fail open */
     ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
+    ngx_stream_content_handler_pt content;    /* proxy_pass, once held */
 } ngx_stream_zk_lock_srv_conf_t;
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
-# The stream layer (ngx_stream_zk_lock_module): a TCP connection waits in
-# the preaccess phase, its bytes unread and nothing sent upstream, until it
+# The stream layer (ngx_stream_zk_lock_module): a TCP connection waits
+# where its content handler would start, nothing sent upstream, until it
 # holds its locks, and holds them for its life.  The backend is the HTTP
 # one: an HTTP/1.0 request through the stream proxy is one connection, so
 # its count in flight is the count of connections in flight.
@@ -18,7 +18,9 @@
 #  7. a reload under load: every connection served, never more than N
 #  8. keep=: connections on kept leases make no ZooKeeper write; with more
 #     workers than leases, the bound holds
-#  9. zk_lock_fail open / closed without ZooKeeper; a path with variables
+#  9. zk_lock_fail open / closed without ZooKeeper; a path with variables;
+#     $ssl_preread_server_name in a path, and a server chosen by its name
+#     (nginx 1.25.5): the lock waits after the preread phase
 #  the HTTP status page shows the stream locks (layer="stream"); the stream
 #  module loaded before the HTTP one
 #  no [alert]/[crit]/[emerg] line, no crashed worker (the harness)
@@ -448,6 +450,111 @@ EOF
     is($be->stats('order')->{max}, 2, 'never more than 2 of both layers');
     $ng->stop;
     no_ephemerals($zk, '/st/order', 'once nginx stopped');
+};
+}
+
+###############################################################################
+
+# a TLS ClientHello naming $host (SNI): all that ssl_preread reads
+sub client_hello {
+    my ($host) = @_;
+    my $name = pack('C n', 0, length $host) . $host;
+    my $list = pack('n', length $name) . $name;
+    my $sni = pack('n n', 0, length $list) . $list;     # server_name
+    my $body = pack('n', 0x0303) . ("\x11" x 32) . "\x00"
+        . pack('n n', 2, 0x002f) . "\x01\x00" . pack('n', length $sni) . $sni;
+    my $hs = "\x01" . substr(pack('N', length $body), 1) . $body;
+    return "\x16\x03\x01" . pack('n', length $hs) . $hs;
+}
+
+sub open_tls_client {
+    my ($port, $host) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+        Proto => 'tcp', Timeout => 5) or die "connect $port: $!";
+    $s->autoflush(1);
+    print $s client_hello($host);
+    return $s;
+}
+
+my $V = `'$ZkLock::Test::NGINX' -V 2>&1`;
+
+SKIP: {
+    skip 'nginx has no stream_ssl_preread_module', 1
+        unless $V =~ /--with-stream_ssl_preread_module/;
+
+subtest '$ssl_preread_server_name in a path: locks per name' => sub {
+    # a sink: nginx connects upstream, and nothing answers
+    my $sink = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+        Listen => 64, Proto => 'tcp') or die "sink: $!";
+    my ($port, $vport) = (free_port(), free_port());
+    my $sinkport = $sink->sockport;
+    my ($maj, $min, $pat) = $V =~ m{nginx/(\d+)\.(\d+)\.(\d+)};
+    my $named = $maj * 1e6 + $min * 1e3 + $pat >= 1_025_005;
+
+    # nginx 1.25.5 chose a stream server by its name: each has its lock
+    my $vservers = !$named ? '' : join '', map { <<"EOF" } qw(a b);
+    server {
+        listen 127.0.0.1:$vport;
+        server_name $_.example;
+        ssl_preread on;
+        zk_mutex /st/vs/$_ timeout=30s;
+        proxy_pass 127.0.0.1:$sinkport;
+    }
+EOF
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1,
+    server { listen 127.0.0.1:%%PORT%%; location / { return 204; } }
+EOF
+        stream => "    zk_hosts %%ZK%%;\n$LOG" . <<"EOF" . $vservers);
+    server {
+        listen 127.0.0.1:$port;
+        ssl_preread on;
+        zk_mutex /st/sni/\$ssl_preread_server_name timeout=30s;
+        proxy_pass 127.0.0.1:$sinkport;
+    }
+EOF
+    ok(sessions_connected($ng), 'connected');
+
+    my $a1 = open_tls_client($port, 'a.example');
+    ok(wait_for(sub { zk_children($zk, '/st/sni/a.example') == 1 }, 5),
+        'a.example: the lock is below its name');
+    my $a2 = open_tls_client($port, 'a.example');
+    ok(wait_for(sub { zk_children($zk, '/st/sni/a.example') == 2 }, 5),
+        'a second a.example waits behind it');
+    my $b1 = open_tls_client($port, 'b.example');
+    ok(wait_for(sub { zk_children($zk, '/st/sni/b.example') == 1 }, 5),
+        'b.example has a lock of its own');
+    sleep 1;
+    close $a1;
+    ok(wait_for(sub { zk_children($zk, '/st/sni/a.example') == 1 }, 5),
+        'the first a.example gone, the second holds');
+    close $_ for $a2, $b1;
+    ok(wait_for(sub { (() = stream_log($ng) =~ /^$port /mg) == 3 }, 5),
+        'three connections logged');
+    my $log = stream_log($ng);
+    my @w = map { [ /^$port \d+ ACQUIRED (\d+) \d+ (\S+)/ ] }
+        grep { /^$port / } split /\n/, $log;
+    is(scalar(grep { @$_ } @w), 3, 'each ACQUIRED, with its node');
+    is(scalar(grep { @$_ && $_->[0] >= 900
+        && $_->[1] =~ m{^/st/sni/a\.example/} } @w), 1,
+        'the second a.example waited for the first (at least 0.9 s)');
+    is(scalar(grep { @$_ && $_->[0] < 500
+        && $_->[1] =~ m{^/st/sni/b\.example/} } @w), 1,
+        'b.example did not wait');
+
+    SKIP: {
+        skip 'nginx before 1.25.5 has no server_name in stream', 2
+            unless $named;
+        my @c = map { open_tls_client($vport, $_) } qw(a.example b.example);
+        ok(wait_for(sub { zk_children($zk, '/st/vs/a') == 1
+            && zk_children($zk, '/st/vs/b') == 1 }, 5),
+            'a server chosen by name takes its own lock');
+        close $_ for @c;
+        ok(wait_for(sub { zk_children($zk, '/st/vs/a') == 0 }, 5),
+            '... and gives it back');
+    }
+    $ng->stop;
+    close $sink;
+    no_ephemerals($zk, '/st/sni', 'SNI paths');
 };
 }
 

@@ -13,7 +13,7 @@
 #   mainline-dynamic-stream nginx 1.31, --with-compat --with-stream=dynamic
 #   mainline-static         nginx 1.31, --add-module
 #   mainline-static-h3      nginx 1.31, --add-module, HTTP/2, HTTP/3, SSL,
-#                           --with-stream
+#                           --with-stream, ssl_preread
 #
 # With stream configured, config builds ngx_stream_zk_lock_module beside
 # ngx_http_zk_lock_module; without it, the HTTP module alone (the builds
@@ -64,7 +64,8 @@ spec() {
     mainline-static)         echo "$mainline" ;;
     mainline-static-h3)      echo "$mainline --with-http_v2_module" \
                                   "--with-http_v3_module" \
-                                  "--with-http_ssl_module --with-stream" ;;
+                                  "--with-http_ssl_module --with-stream" \
+                                  "--with-stream_ssl_preread_module" ;;
     *)                       return 1 ;;
     esac
 }
