@@ -52,7 +52,7 @@ static ngx_int_t ngx_http_zk_lock_handler_take_local(
 static ngx_msec_t ngx_http_zk_lock_handler_unwait(
     ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_local_granted(
-    ngx_http_zk_lock_local_t *l);
+    ngx_zk_lock_local_t *l);
 static void ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited);
 static void ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
@@ -94,6 +94,12 @@ static void ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_cleanup(void *data);
 static void ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold);
+
+
+/* a lock's place in the local leases (zk_lock_fail local=) */
+#define ngx_http_zk_lock_local_index(lmcf, hold)                             \
+    (((ngx_http_zk_lock_metric_t *) (lmcf)->metrics->elts)                   \
+     [(hold)->spec->index].local)
 
 
 /* the requests of this worker that wait for a lock: ngx_http_zk_lock_ctx_t */
@@ -539,7 +545,7 @@ ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
 
 /*
  * zk_lock_fail local=<n>: no usable session, and a lease of the instance
- * instead (see ngx_http_zk_lock_local.c), at once or in turn.  NGX_DONE:
+ * instead (see ngx_zk_lock_local.c), at once or in turn.  NGX_DONE:
  * taken at once.
  */
 
@@ -605,21 +611,25 @@ static ngx_int_t
 ngx_http_zk_lock_handler_take_local(ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_uint_t n)
 {
-    ngx_http_zk_lock_local_t  *l;
+    ngx_zk_lock_local_t           *l;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
 
-    l = ngx_pcalloc(ctx->main->pool, sizeof(ngx_http_zk_lock_local_t));
+    lmcf = ngx_http_get_module_main_conf(ctx->main, ngx_http_zk_lock_module);
+
+    l = ngx_pcalloc(ctx->main->pool, sizeof(ngx_zk_lock_local_t));
     if (l == NULL) {
         return NGX_ERROR;
     }
 
-    l->index = hold->spec->index;
+    l->index = ngx_http_zk_lock_local_index(lmcf, hold);
+    l->owner = lmcf->session;
     l->n = n;
     l->handler = ngx_http_zk_lock_handler_local_granted;
     l->data = ctx;
 
     hold->local = l;
 
-    return ngx_http_zk_lock_local_take(l);
+    return ngx_zk_lock_local_take(l);
 }
 
 
@@ -651,7 +661,7 @@ ngx_http_zk_lock_handler_unwait(ngx_http_zk_lock_ctx_t *ctx)
  */
 
 static void
-ngx_http_zk_lock_handler_local_granted(ngx_http_zk_lock_local_t *l)
+ngx_http_zk_lock_handler_local_granted(ngx_zk_lock_local_t *l)
 {
     ngx_msec_t                waited;
     ngx_http_zk_lock_ctx_t   *ctx;
@@ -686,7 +696,7 @@ ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
     r = hold->request;
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
-    if (ngx_http_zk_lock_local_warn(hold->spec->index,
+    if (ngx_zk_lock_local_warn(ngx_http_zk_lock_local_index(lmcf, hold),
                                     lmcf->session->generation
                                     + lmcf->session->reconnects))
     {
@@ -1614,7 +1624,7 @@ ngx_http_zk_lock_handler_session_handler(ngx_event_t *ev)
     s = ev->data;
 
     if (ngx_zk_lock_session_usable(s)) {
-        ngx_http_zk_lock_local_recall();
+        ngx_zk_lock_local_recall(s);
 
     } else if (ngx_zk_lock_session_gone(s)) {
         ngx_http_zk_lock_handler_localize();
@@ -1793,7 +1803,7 @@ ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold)
     }
 
     if (hold->local) {
-        ngx_http_zk_lock_local_leave(hold->local);
+        ngx_zk_lock_local_leave(hold->local);
         hold->local = NULL;
     }
 }

@@ -14,7 +14,7 @@
 
 #include "ngx_http_zk_lock_module.h"
 #include "ngx_zk_lock_recipe.h"
-#include "ngx_http_zk_lock_local.h"
+#include "ngx_zk_lock_local.h"
 
 
 /* a lock the client request holds or waits for */
@@ -23,7 +23,7 @@ typedef struct {
     ngx_str_t                     path;
     ngx_http_zk_lock_spec_t      *spec;
     ngx_zk_lock_node_t           *node;
-    ngx_http_zk_lock_local_t     *local;      /* zk_lock_fail local= */
+    ngx_zk_lock_local_t     *local;      /* zk_lock_fail local= */
     ngx_uint_t                    pass;
     ngx_uint_t                    weight;     /* leases it takes */
 

@@ -13,7 +13,7 @@
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_http_zk_lock_variables.h"
-#include "ngx_http_zk_lock_local.h"
+#include "ngx_zk_lock_local.h"
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_wait.h"
 #include "ngx_zk_lock_keep.h"
@@ -45,6 +45,8 @@ static char *ngx_http_zk_lock_compile_weight(ngx_conf_t *cf,
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_zk_lock_init_local(ngx_conf_t *cf,
+    ngx_http_zk_lock_main_conf_t *lmcf);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
     ngx_http_zk_lock_main_conf_t *lmcf);
@@ -940,11 +942,7 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    if (lmcf->local_used
-        && ngx_http_zk_lock_local_init(cf, lmcf->metrics,
-                                       &lmcf->local_zone)
-           != NGX_OK)
-    {
+    if (lmcf->local_used && ngx_http_zk_lock_init_local(cf, lmcf) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -962,6 +960,32 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
     }
 
     *h = ngx_http_zk_lock_handler;
+
+    return NGX_OK;
+}
+
+
+/* zk_lock_fail local=: every lock has its place in the local leases */
+
+static ngx_int_t
+ngx_http_zk_lock_init_local(ngx_conf_t *cf,
+    ngx_http_zk_lock_main_conf_t *lmcf)
+{
+    ngx_int_t                   index;
+    ngx_uint_t                  i;
+    ngx_http_zk_lock_metric_t  *m;
+
+    m = lmcf->metrics->elts;
+
+    for (i = 0; i < lmcf->metrics->nelts; i++) {
+        index = ngx_zk_lock_local_add(cf, m[i].type, &m[i].name,
+                                      &lmcf->local_zone);
+        if (index == NGX_ERROR) {
+            return NGX_ERROR;
+        }
+
+        m[i].local = index;
+    }
 
     return NGX_OK;
 }
@@ -991,7 +1015,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     ngx_http_zk_lock_metrics_worker();
 
-    if (ngx_http_zk_lock_local_worker(cycle, lmcf->local_zone) != NGX_OK) {
+    if (ngx_zk_lock_local_worker(cycle, lmcf->local_zone) != NGX_OK) {
         return NGX_ERROR;
     }
 

@@ -131,6 +131,7 @@ typedef struct {
     ngx_uint_t                    type;
     ngx_uint_t                    leases;     /* as configured, or default */
     ngx_str_t                     counter;    /* leases=zk:<path> */
+    ngx_uint_t                    local;      /* its index in local leases */
 } ngx_http_zk_lock_metric_t;
 
 

@@ -4,8 +4,8 @@
  */
 
 
-#ifndef _NGX_HTTP_ZK_LOCK_LOCAL_H_INCLUDED_
-#define _NGX_HTTP_ZK_LOCK_LOCAL_H_INCLUDED_
+#ifndef _NGX_ZK_LOCK_LOCAL_H_INCLUDED_
+#define _NGX_ZK_LOCK_LOCAL_H_INCLUDED_
 
 
 #include <ngx_config.h>
@@ -15,7 +15,8 @@
 
 /*
  * zk_lock_fail local=<n>: while a worker has no usable session, at most n
- * requests per lock of this nginx instance pass, in the order they came,
+ * requests or connections per lock of this nginx instance pass, HTTP and
+ * stream together, in the order they came,
  * whichever worker they are in, whichever generation of workers (reload)
  * they are in.  A shared memory zone of its own, kept across reloads,
  * has one entry per lock (its type and path as configured):
@@ -30,12 +31,12 @@
  * looks again every POLL ms while it has any.
  */
 
-typedef struct ngx_http_zk_lock_local_s  ngx_http_zk_lock_local_t;
+typedef struct ngx_zk_lock_local_s  ngx_zk_lock_local_t;
 
-typedef void (*ngx_http_zk_lock_local_pt)(ngx_http_zk_lock_local_t *l);
+typedef void (*ngx_zk_lock_local_pt)(ngx_zk_lock_local_t *l);
 
 
-struct ngx_http_zk_lock_local_s {
+struct ngx_zk_lock_local_s {
     ngx_queue_t                   queue;      /* the worker's waiters */
     ngx_uint_t                    index;      /* the lock's entry */
     ngx_uint_t                    n;          /* leases of the instance */
@@ -46,19 +47,20 @@ struct ngx_http_zk_lock_local_s {
     unsigned                      telling:1;  /* to be told, see tell() */
 
     /* told once it holds, if it had to wait, or recalled (held 0) */
-    ngx_http_zk_lock_local_pt     handler;
+    ngx_zk_lock_local_pt          handler;
     void                         *data;
+    void                         *owner;      /* recalled with its kind */
 };
 
 
-ngx_int_t ngx_http_zk_lock_local_init(ngx_conf_t *cf, ngx_array_t *locks,
-    ngx_shm_zone_t **zone);
-ngx_int_t ngx_http_zk_lock_local_worker(ngx_cycle_t *cycle,
+ngx_int_t ngx_zk_lock_local_add(ngx_conf_t *cf, ngx_uint_t type,
+    ngx_str_t *name, ngx_shm_zone_t **zone);
+ngx_int_t ngx_zk_lock_local_worker(ngx_cycle_t *cycle,
     ngx_shm_zone_t *zone);
-ngx_int_t ngx_http_zk_lock_local_take(ngx_http_zk_lock_local_t *l);
-void ngx_http_zk_lock_local_leave(ngx_http_zk_lock_local_t *l);
-void ngx_http_zk_lock_local_recall(void);
-ngx_uint_t ngx_http_zk_lock_local_warn(ngx_uint_t index, ngx_uint_t outage);
+ngx_int_t ngx_zk_lock_local_take(ngx_zk_lock_local_t *l);
+void ngx_zk_lock_local_leave(ngx_zk_lock_local_t *l);
+void ngx_zk_lock_local_recall(void *owner);
+ngx_uint_t ngx_zk_lock_local_warn(ngx_uint_t index, ngx_uint_t outage);
 
 
-#endif /* _NGX_HTTP_ZK_LOCK_LOCAL_H_INCLUDED_ */
+#endif /* _NGX_ZK_LOCK_LOCAL_H_INCLUDED_ */
