@@ -21,8 +21,9 @@
 /*
  * The "stream" layer: a connection waits where its server's content
  * handler would start, before proxy_pass connects, until it holds its
- * locks, and holds them for its life.  The worker's ZooKeeper session and the recipes are the core's,
- * as in "http"; this layer has a session of its own (see the README).
+ * locks, and holds them for its life.  The worker's ZooKeeper session
+ * and the recipes are the core's, as in "http"; this layer has a session
+ * of its own (see the README).
  */
 
 
