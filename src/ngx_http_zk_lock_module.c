@@ -458,50 +458,17 @@ ngx_http_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_zk_lock_loc_conf_t *llcf = conf;
 
-    ngx_int_t                      n;
-    ngx_str_t                     *value;
+    char                          *rv;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
-    if (llcf->fail_open != NGX_CONF_UNSET) {
-        return "is duplicate";
-    }
+    rv = ngx_zk_lock_params_fail(cf, &llcf->fail_open, &llcf->fail_local);
 
-    value = cf->args->elts;
-    llcf->fail_local = 0;
-
-    if (ngx_strcmp(value[1].data, "closed") == 0) {
-        llcf->fail_open = 0;
-        return NGX_CONF_OK;
-    }
-
-    if (ngx_strcmp(value[1].data, "open") == 0) {
-        llcf->fail_open = 1;
-        return NGX_CONF_OK;
-    }
-
-    if (ngx_strncmp(value[1].data, "local=", 6) == 0) {
-        n = ngx_atoi(value[1].data + 6, value[1].len - 6);
-
-        if (n < 1) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid number of local leases \"%V\"",
-                               &value[1]);
-            return NGX_CONF_ERROR;
-        }
-
+    if (rv == NGX_CONF_OK && llcf->fail_local) {
         lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
         lmcf->local_used = 1;
-
-        llcf->fail_open = 0;
-        llcf->fail_local = n;
-        return NGX_CONF_OK;
     }
 
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid value \"%V\", \"closed\", \"open\" or "
-                       "\"local=<number>\" expected", &value[1]);
-
-    return NGX_CONF_ERROR;
+    return rv;
 }
 
 

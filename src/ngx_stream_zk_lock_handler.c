@@ -44,10 +44,6 @@ static ngx_uint_t ngx_stream_zk_lock_handler_gone(ngx_connection_t *c);
 static void ngx_stream_zk_lock_handler_cleanup(void *data);
 
 
-/* the connections of this worker that wait for a lock */
-static ngx_uint_t  ngx_stream_zk_lock_nwaiting;
-
-
 void
 ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
 {
@@ -157,8 +153,9 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
     gate->timeout = sscf->timeout;
     gate->log_level = sscf->log_level;
     gate->max_waiting = smcf->max_waiting;
-    gate->nwaiting = &ngx_stream_zk_lock_nwaiting;
+    gate->waiters = &smcf->waiters;
     gate->fail_open = sscf->fail_open;
+    gate->fail_local = sscf->fail_local;
     gate->lost_abort = sscf->lost_abort;
     gate->handler = ngx_stream_zk_lock_handler_end;
     gate->lost = ngx_stream_zk_lock_handler_cut;
@@ -227,6 +224,7 @@ ngx_stream_zk_lock_handler_eval(ngx_stream_session_t *s,
         hold = &gate->holds[i];
         hold->lock = &spec[i].lock;
         hold->stat = spec[i].stat;
+        hold->local.index = spec[i].local;
         gate->next = i;
 
         rc = ngx_stream_zk_lock_variables_path(s, &spec[i], top, &hold->path);

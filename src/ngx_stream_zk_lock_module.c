@@ -39,7 +39,12 @@ static char *ngx_stream_zk_lock_compile(ngx_conf_t *cf,
 static char *ngx_stream_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_stream_zk_lock_init(ngx_conf_t *cf);
+static ngx_int_t ngx_stream_zk_lock_init_local(ngx_conf_t *cf,
+    ngx_stream_zk_lock_main_conf_t *smcf);
 static ngx_int_t ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle);
+static void ngx_stream_zk_lock_connected(ngx_zk_lock_session_t *s);
+static void ngx_stream_zk_lock_jeopardy(ngx_zk_lock_session_t *s);
+static void ngx_stream_zk_lock_heard(ngx_zk_lock_session_t *s);
 static void ngx_stream_zk_lock_exit_process(ngx_cycle_t *cycle);
 
 
@@ -237,6 +242,7 @@ ngx_stream_zk_lock_create_srv_conf(ngx_conf_t *cf)
     sscf->timeout = NGX_CONF_UNSET_MSEC;
     sscf->log_level = NGX_CONF_UNSET_UINT;
     sscf->fail_open = NGX_CONF_UNSET;
+    sscf->fail_local = NGX_CONF_UNSET_UINT;
     sscf->lost_abort = NGX_CONF_UNSET;
 
     return sscf;
@@ -259,6 +265,7 @@ ngx_stream_zk_lock_merge_srv_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level,
                               NGX_LOG_ERR);
     ngx_conf_merge_value(conf->fail_open, prev->fail_open, 0);
+    ngx_conf_merge_uint_value(conf->fail_local, prev->fail_local, 0);
     ngx_conf_merge_value(conf->lost_abort, prev->lost_abort, 0);
 
     if (conf->locks == NULL) {
@@ -459,43 +466,25 @@ ngx_stream_zk_lock_compile(ngx_conf_t *cf, ngx_stream_zk_lock_spec_t *spec)
 }
 
 
-/* zk_lock_fail closed | open */
+/* zk_lock_fail closed | open | local=<n> */
 
 static char *
 ngx_stream_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_stream_zk_lock_srv_conf_t *sscf = conf;
 
-    ngx_str_t  *value;
+    char                            *rv;
+    ngx_stream_zk_lock_main_conf_t  *smcf;
 
-    if (sscf->fail_open != NGX_CONF_UNSET) {
-        return "is duplicate";
+    rv = ngx_zk_lock_params_fail(cf, &sscf->fail_open, &sscf->fail_local);
+
+    if (rv == NGX_CONF_OK && sscf->fail_local) {
+        smcf = ngx_stream_conf_get_module_main_conf(cf,
+                                                    ngx_stream_zk_lock_module);
+        smcf->local_used = 1;
     }
 
-    value = cf->args->elts;
-
-    if (ngx_strcmp(value[1].data, "closed") == 0) {
-        sscf->fail_open = 0;
-        return NGX_CONF_OK;
-    }
-
-    if (ngx_strcmp(value[1].data, "open") == 0) {
-        sscf->fail_open = 1;
-        return NGX_CONF_OK;
-    }
-
-    if (ngx_strncmp(value[1].data, "local=", 6) == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"zk_lock_fail local\" is not supported in "
-                           "\"stream\" yet");
-        return NGX_CONF_ERROR;
-    }
-
-    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid value \"%V\", \"closed\" or \"open\" "
-                       "expected", &value[1]);
-
-    return NGX_CONF_ERROR;
+    return rv;
 }
 
 
@@ -535,6 +524,55 @@ ngx_stream_zk_lock_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    if (smcf->local_used && ngx_stream_zk_lock_init_local(cf, smcf) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * zk_lock_fail local=: every lock has its place in the local leases,
+ * which the HTTP locks on the same path share
+ */
+
+static ngx_int_t
+ngx_stream_zk_lock_init_local(ngx_conf_t *cf,
+    ngx_stream_zk_lock_main_conf_t *smcf)
+{
+    ngx_int_t                        index;
+    ngx_uint_t                       s, i;
+    ngx_stream_zk_lock_spec_t       *spec;
+    ngx_stream_core_srv_conf_t     **cscfp;
+    ngx_stream_core_main_conf_t     *cmcf;
+    ngx_stream_zk_lock_srv_conf_t   *sscf;
+
+    cmcf = ngx_stream_conf_get_module_main_conf(cf, ngx_stream_core_module);
+    cscfp = cmcf->servers.elts;
+
+    for (s = 0; s < cmcf->servers.nelts; s++) {
+        sscf = cscfp[s]->ctx->srv_conf[ngx_stream_zk_lock_module.ctx_index];
+
+        if (sscf->locks == NULL) {
+            continue;
+        }
+
+        spec = sscf->locks->elts;
+
+        for (i = 0; i < sscf->locks->nelts; i++) {
+            index = ngx_zk_lock_local_add(cf, spec[i].lock.type,
+                                          &spec[i].lock.name,
+                                          &smcf->local_zone);
+            if (index == NGX_ERROR) {
+                return NGX_ERROR;
+            }
+
+            spec[i].local = index;
+        }
+    }
+
     return NGX_OK;
 }
 
@@ -560,21 +598,57 @@ ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle)
 
     ngx_zk_lock_stats_worker(smcf->stats);
 
+    if (ngx_zk_lock_local_worker(cycle, smcf->local_zone) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     /* the layer above the session hears of it through these alone */
 
     s = smcf->session;
 
-    s->connect_handler = ngx_zk_lock_recipe_connected;
+    ngx_zk_lock_gate_waiters(&smcf->waiters, s, cycle->log);
+
+    s->connect_handler = ngx_stream_zk_lock_connected;
     s->expire_handler = ngx_zk_lock_recipe_expired;
-    s->jeopardy_handler = ngx_zk_lock_recipe_jeopardy;
+    s->jeopardy_handler = ngx_stream_zk_lock_jeopardy;
+    s->heard_handler = ngx_stream_zk_lock_heard;
     s->close_handler = ngx_zk_lock_recipe_free;
     s->watch_handler = ngx_zk_lock_wait_event;
+    s->data = &smcf->waiters;
 
     ngx_zk_lock_counters_handler(ngx_zk_lock_recipe_recount);
     ngx_zk_lock_recipe_handler(&ngx_zk_lock_wait_owner);
     ngx_zk_lock_keep_init();
 
     return ngx_zk_lock_session_init(cycle, s);
+}
+
+
+/*
+ * The waiters hear of the session's news: usable again, or gone (see
+ * ngx_zk_lock_gate_news())
+ */
+
+static void
+ngx_stream_zk_lock_connected(ngx_zk_lock_session_t *s)
+{
+    ngx_zk_lock_recipe_connected(s);
+    ngx_zk_lock_gate_news(s->data);
+}
+
+
+static void
+ngx_stream_zk_lock_jeopardy(ngx_zk_lock_session_t *s)
+{
+    ngx_zk_lock_recipe_jeopardy(s);
+    ngx_zk_lock_gate_news(s->data);
+}
+
+
+static void
+ngx_stream_zk_lock_heard(ngx_zk_lock_session_t *s)
+{
+    ngx_zk_lock_gate_news(s->data);
 }
 
 

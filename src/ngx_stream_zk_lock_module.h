@@ -30,6 +30,7 @@ typedef struct {
     ngx_uint_t                    levels;     /* segments of the path */
     ngx_stream_complex_value_t   *weight_cv;  /* lock.weight_var */
     ngx_uint_t                    stat;       /* its counters' index */
+    ngx_uint_t                    local;      /* its local leases' index */
 } ngx_stream_zk_lock_spec_t;
 
 
@@ -40,6 +41,9 @@ typedef struct {
     ngx_zk_lock_session_t        *session;
     ngx_array_t                  *stat_names; /* ngx_zk_lock_stats_name_t */
     ngx_zk_lock_stats_t          *stats;      /* for the status page */
+    ngx_uint_t                    local_used; /* zk_lock_fail local= */
+    ngx_shm_zone_t               *local_zone;
+    ngx_zk_lock_gate_waiters_t    waiters;    /* in the worker */
 } ngx_stream_zk_lock_main_conf_t;
 
 
@@ -48,6 +52,7 @@ typedef struct {
     ngx_msec_t                    timeout;
     ngx_uint_t                    log_level;
     ngx_flag_t                    fail_open;  /* zk_lock_fail open */
+    ngx_uint_t                    fail_local; /* zk_lock_fail local=<n> */
     ngx_flag_t                    lost_abort; /* zk_lock_lost abort */
     ngx_stream_content_handler_pt content;    /* proxy_pass, once held */
 } ngx_stream_zk_lock_srv_conf_t;

@@ -37,7 +37,8 @@ static ngx_str_t  ngx_stream_zk_lock_results[] = {
     ngx_string("REJECTED"),
     ngx_string("LOST"),
     ngx_string("REVOKED"),
-    ngx_string("GONE")
+    ngx_string("GONE"),
+    ngx_string("LOCAL")
 };
 
 

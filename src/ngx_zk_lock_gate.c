@@ -15,7 +15,22 @@
 
 static ngx_uint_t ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate);
 static ngx_int_t ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate);
+static ngx_msec_t ngx_zk_lock_gate_timeout_of(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static ngx_int_t ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_msec_t timeout);
+static ngx_int_t ngx_zk_lock_gate_local(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static void ngx_zk_lock_gate_granted(ngx_zk_lock_local_t *l);
+static void ngx_zk_lock_gate_local_held(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static void ngx_zk_lock_gate_to_local(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static void ngx_zk_lock_gate_arm(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_msec_t left);
 static void ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node);
+static void ngx_zk_lock_gate_next(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, int error);
 static void ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate,
@@ -31,6 +46,8 @@ static void ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate,
 static void ngx_zk_lock_gate_drop(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate);
+static void ngx_zk_lock_gate_news_handler(ngx_event_t *ev);
+static void ngx_zk_lock_gate_localize(ngx_zk_lock_gate_waiters_t *w);
 
 
 /*
@@ -42,6 +59,7 @@ static void ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate);
 ngx_int_t
 ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
 {
+    ngx_int_t                 rc;
     ngx_zk_lock_session_t    *s;
     ngx_zk_lock_gate_hold_t  *hold;
 
@@ -54,10 +72,15 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
 
     /*
      * zk_lock_fail open: no waiting when ZooKeeper is known to be out of
-     * reach; closed: none either, the participant is refused at once
+     * reach; closed: none either, the participant is refused at once;
+     * local=<n>: a local lease, once the leases held through ZooKeeper no
+     * longer count (a session that only lost its connection still blocks
+     * others with its nodes: the participant waits in ZooKeeper's queue)
      */
 
-    if (ngx_zk_lock_session_gone(s) || (s->down && gate->fail_open)) {
+    if (!(gate->fail_local && ngx_zk_lock_session_gone(s))
+        && (ngx_zk_lock_session_gone(s) || (s->down && gate->fail_open)))
+    {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
                       "%s \"%V\" %s: no zookeeper connection",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
@@ -81,7 +104,15 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
 
     gate->started = ngx_current_msec;
 
-    return ngx_zk_lock_gate_take(gate);
+    rc = ngx_zk_lock_gate_take(gate);
+
+    if (rc == NGX_DECLINED) {
+        ngx_zk_lock_gate_give_back(gate);
+        ngx_zk_lock_gate_result(gate, &gate->holds[gate->next],
+                                NGX_ZK_LOCK_GATE_REJECTED);
+    }
+
+    return rc;
 }
 
 
@@ -95,12 +126,12 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
 
     n = gate->max_waiting ? gate->max_waiting : ngx_cycle->connection_n;
 
-    if (*gate->nwaiting >= n) {
+    if (gate->waiters->n >= n) {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
                       "%s \"%V\" refused: %ui wait in the worker "
                       "(zk_lock_max_waiting)",
                       ngx_zk_lock_gate_directive(&gate->holds[0]),
-                      &gate->holds[0].path, *gate->nwaiting);
+                      &gate->holds[0].path, gate->waiters->n);
         return 1;
     }
 
@@ -130,35 +161,35 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
 }
 
 
-/* the locks from gate->next on */
+/*
+ * The locks from gate->next on: NGX_OK, all held; NGX_AGAIN, waiting;
+ * NGX_DECLINED, too many wait for a local lease; NGX_ERROR
+ */
 
 static ngx_int_t
 ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
 {
+    ngx_int_t                 rc;
     ngx_msec_t                timeout;
-    ngx_zk_lock_node_t       *node;
     ngx_zk_lock_gate_hold_t  *hold;
 
     for ( /* void */ ; gate->next < gate->nholds; gate->next++) {
         hold = &gate->holds[gate->next];
+        timeout = ngx_zk_lock_gate_timeout_of(gate, hold);
 
-        timeout = (hold->lock->timeout != NGX_CONF_UNSET_MSEC)
-                  ? hold->lock->timeout : gate->timeout;
+        if (gate->fail_local && ngx_zk_lock_session_gone(gate->session)) {
+            rc = ngx_zk_lock_gate_local(gate, hold);
 
-        node = ngx_zk_lock_take(gate->session, hold->lock, &hold->path,
-                                hold->weight, &gate->info, timeout == 0,
-                                ngx_zk_lock_gate_told, NULL, gate,
-                                gate->log);
-        if (node == NULL) {
-            return NGX_ERROR;
+        } else {
+            rc = ngx_zk_lock_gate_queue(gate, hold, timeout);
         }
 
-        hold->node = node;
-
-        if (node->state == NGX_ZK_LOCK_HELD) {
-            /* a lease that the worker kept: no wait, no ZooKeeper call */
-            ngx_zk_lock_gate_held(gate, hold);
+        if (rc == NGX_OK) {
             continue;
+        }
+
+        if (rc != NGX_AGAIN) {
+            return rc;
         }
 
         /* a try (timeout=0) waits for the first listing, at most this */
@@ -167,25 +198,236 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
             timeout = gate->session->timeout;
         }
 
-        gate->waiting = 1;
-        (*gate->nwaiting)++;
-        ngx_add_timer(&gate->timer, timeout);
-
-        ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
-                                NGX_ZK_LOCK_STATS_WAITING, 1);
-
-        ngx_log_debug2(NGX_LOG_DEBUG_CORE, gate->log, 0,
-                       "%s \"%V\": waiting",
-                       ngx_zk_lock_gate_directive(hold), &hold->path);
+        gate->since = ngx_current_msec;
+        ngx_zk_lock_gate_arm(gate, hold, timeout);
 
         return NGX_AGAIN;
     }
 
     gate->done = 1;
-    gate->result = NGX_ZK_LOCK_GATE_ACQUIRED;
+    gate->result = gate->local ? NGX_ZK_LOCK_GATE_LOCAL
+                               : NGX_ZK_LOCK_GATE_ACQUIRED;
     gate->wait_time = ngx_current_msec - gate->started;
 
     return NGX_OK;
+}
+
+
+static ngx_msec_t
+ngx_zk_lock_gate_timeout_of(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    return (hold->lock->timeout != NGX_CONF_UNSET_MSEC) ? hold->lock->timeout
+                                                        : gate->timeout;
+}
+
+
+/* a node in ZooKeeper's queue: NGX_OK, held at once (a kept lease) */
+
+static ngx_int_t
+ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_msec_t timeout)
+{
+    ngx_zk_lock_node_t  *node;
+
+    node = ngx_zk_lock_take(gate->session, hold->lock, &hold->path,
+                            hold->weight, &gate->info, timeout == 0,
+                            ngx_zk_lock_gate_told, NULL, gate, gate->log);
+    if (node == NULL) {
+        return NGX_ERROR;
+    }
+
+    hold->node = node;
+
+    if (node->state != NGX_ZK_LOCK_HELD) {
+        return NGX_AGAIN;
+    }
+
+    /* a lease that the worker kept: no wait, no ZooKeeper call */
+
+    ngx_zk_lock_gate_held(gate, hold);
+
+    return NGX_OK;
+}
+
+
+/* zk_lock_fail local=<n>: a lease of the instance, at once or in turn */
+
+static ngx_int_t
+ngx_zk_lock_gate_local(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_int_t             rc;
+    ngx_zk_lock_local_t  *l;
+
+    l = &hold->local;
+
+    l->n = gate->fail_local;
+    l->handler = ngx_zk_lock_gate_granted;
+    l->data = gate;
+    l->owner = gate->session;
+
+    rc = ngx_zk_lock_local_take(l);
+
+    if (rc == NGX_OK) {
+        ngx_zk_lock_gate_local_held(gate, hold);
+        return NGX_OK;
+    }
+
+    if (rc == NGX_AGAIN) {
+        return NGX_AGAIN;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                  "%s \"%V\" refused: too many wait for a local lease",
+                  ngx_zk_lock_gate_directive(hold), &hold->path);
+
+    return NGX_DECLINED;
+}
+
+
+/*
+ * A local lease came to the participant that waits for it, or the
+ * session is usable again and none will (l->held is 0): the rest of the
+ * wait is in ZooKeeper's queue
+ */
+
+static void
+ngx_zk_lock_gate_granted(ngx_zk_lock_local_t *l)
+{
+    ngx_int_t                 rc;
+    ngx_zk_lock_gate_t       *gate;
+    ngx_zk_lock_gate_hold_t  *hold;
+
+    gate = l->data;
+    hold = &gate->holds[gate->next];
+
+    if (l->held) {
+        ngx_zk_lock_gate_unwait(gate);
+        ngx_zk_lock_gate_local_held(gate, hold);
+        ngx_zk_lock_gate_next(gate, hold);
+        return;
+    }
+
+    rc = ngx_zk_lock_gate_queue(gate, hold,
+                                ngx_zk_lock_gate_timeout_of(gate, hold));
+
+    if (rc == NGX_AGAIN) {
+        return;
+    }
+
+    ngx_zk_lock_gate_unwait(gate);
+
+    if (rc == NGX_ERROR) {
+        ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
+        return;
+    }
+
+    ngx_zk_lock_gate_next(gate, hold);
+}
+
+
+static void
+ngx_zk_lock_gate_local_held(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_zk_lock_session_t  *s;
+
+    s = gate->session;
+
+    if (ngx_zk_lock_local_warn(hold->local.index,
+                               s->generation + s->reconnects))
+    {
+        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                      "%s \"%V\" passed with a local lease: no zookeeper "
+                      "connection", ngx_zk_lock_gate_directive(hold),
+                      &hold->path);
+    }
+
+    gate->local = 1;
+    hold->counted = 1;
+
+    ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
+                            NGX_ZK_LOCK_STATS_HELD, 1);
+    ngx_zk_lock_stats_count(gate->stats, hold->stat,
+                            NGX_ZK_LOCK_STATS_LOCAL);
+}
+
+
+/*
+ * zk_lock_fail local=<n>, for a participant that waited in ZooKeeper's
+ * queue (unwaited): the session is gone, a local lease instead, for the
+ * rest of its timeout
+ */
+
+static void
+ngx_zk_lock_gate_to_local(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_int_t   rc;
+    ngx_msec_t  timeout, waited;
+
+    timeout = ngx_zk_lock_gate_timeout_of(gate, hold);
+    waited = ngx_current_msec - gate->since;
+
+    if (hold->node) {
+        ngx_zk_lock_release(hold->node);
+        hold->node = NULL;
+    }
+
+    if (ngx_zk_lock_session_gone(gate->session)) {
+        rc = ngx_zk_lock_gate_local(gate, hold);
+
+    } else if (waited < timeout) {
+
+        /*
+         * the session expired and a new one is being made, or the
+         * connection is only lost: no local lease beside the leases
+         * held through ZooKeeper, the rest of the wait is in its queue
+         */
+
+        rc = ngx_zk_lock_gate_queue(gate, hold, timeout);
+
+    } else {
+        rc = NGX_ERROR;
+    }
+
+    if (rc == NGX_OK) {
+        ngx_zk_lock_gate_next(gate, hold);
+        return;
+    }
+
+    if (rc == NGX_AGAIN && waited < timeout) {
+        ngx_zk_lock_gate_arm(gate, hold, timeout - waited);
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                  "%s \"%V\" not acquired in %Mms: no zookeeper connection, "
+                  "no local lease", ngx_zk_lock_gate_directive(hold),
+                  &hold->path, waited);
+
+    ngx_zk_lock_gate_end(gate, (rc == NGX_DECLINED) ? NGX_ZK_LOCK_GATE_REJECTED
+                                                    : NGX_ZK_LOCK_GATE_ERROR);
+}
+
+
+/* the participant waits for holds[next], for what is left of its wait */
+
+static void
+ngx_zk_lock_gate_arm(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
+    ngx_msec_t left)
+{
+    gate->waiting = 1;
+    gate->waiters->n++;
+    ngx_queue_insert_tail(&gate->waiters->queue, &gate->queue);
+    ngx_add_timer(&gate->timer, left);
+
+    ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
+                            NGX_ZK_LOCK_STATS_WAITING, 1);
+
+    ngx_log_debug2(NGX_LOG_DEBUG_CORE, gate->log, 0,
+                   "%s \"%V\": waiting",
+                   ngx_zk_lock_gate_directive(hold), &hold->path);
 }
 
 
@@ -194,7 +436,6 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
 static void
 ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node)
 {
-    ngx_int_t                 rc;
     ngx_uint_t                i;
     ngx_zk_lock_gate_t       *gate;
     ngx_zk_lock_gate_hold_t  *hold;
@@ -229,6 +470,17 @@ ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node)
 
     ngx_zk_lock_gate_unwait(gate);
     ngx_zk_lock_gate_held(gate, hold);
+    ngx_zk_lock_gate_next(gate, hold);
+}
+
+
+/* the lock waited for is held: the others after it, and the end */
+
+static void
+ngx_zk_lock_gate_next(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_int_t  rc;
+
     gate->next++;
 
     rc = ngx_zk_lock_gate_take(gate);
@@ -237,8 +489,10 @@ ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node)
         return;
     }
 
-    if (rc == NGX_ERROR) {
-        ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
+    if (rc != NGX_OK) {
+        ngx_zk_lock_gate_end(gate, (rc == NGX_DECLINED)
+                                   ? NGX_ZK_LOCK_GATE_REJECTED
+                                   : NGX_ZK_LOCK_GATE_ERROR);
         return;
     }
 
@@ -265,6 +519,14 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
                       ngx_zk_lock_gate_directive(hold), &hold->path);
 
         ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_TIMEOUT);
+        return;
+    }
+
+    if (gate->fail_local
+        && (ngx_zk_lock_session_error(error)
+            || error == NGX_ZK_LOCK_JEOPARDY))
+    {
+        ngx_zk_lock_gate_to_local(gate, hold);
         return;
     }
 
@@ -382,6 +644,11 @@ ngx_zk_lock_gate_timeout(ngx_event_t *ev)
         return;
     }
 
+    if (gate->fail_local && hold->node) {
+        ngx_zk_lock_gate_to_local(gate, hold);
+        return;
+    }
+
     ngx_log_error(NGX_LOG_ERR, gate->log, 0,
                   "%s \"%V\" not acquired in %Mms: no zookeeper connection",
                   ngx_zk_lock_gate_directive(hold), &hold->path,
@@ -455,7 +722,8 @@ ngx_zk_lock_gate_unwait(ngx_zk_lock_gate_t *gate)
     }
 
     gate->waiting = 0;
-    (*gate->nwaiting)--;
+    gate->waiters->n--;
+    ngx_queue_remove(&gate->queue);
     gate->wait_time = ngx_current_msec - gate->started;
 
     ngx_zk_lock_stats_gauge(gate->stats, gate->holds[gate->next].stat,
@@ -509,6 +777,8 @@ ngx_zk_lock_gate_drop(ngx_zk_lock_gate_t *gate,
         ngx_zk_lock_release(hold->node);
         hold->node = NULL;
     }
+
+    ngx_zk_lock_local_leave(&hold->local);
 }
 
 
@@ -544,4 +814,89 @@ ngx_zk_lock_gate_cmp(const void *one, const void *two)
     }
 
     return rc;
+}
+
+
+/* a layer's waiters, in a worker: those its session's news moves */
+
+void
+ngx_zk_lock_gate_waiters(ngx_zk_lock_gate_waiters_t *w,
+    ngx_zk_lock_session_t *s, ngx_log_t *log)
+{
+    ngx_queue_init(&w->queue);
+
+    w->n = 0;
+    w->session = s;
+    w->event.handler = ngx_zk_lock_gate_news_handler;
+    w->event.data = w;
+    w->event.log = log;
+}
+
+
+/*
+ * The session is usable again (connected, heard from): no local lease is
+ * given any more, and those that wait for one queue in ZooKeeper instead.
+ * Or it may have expired unheard of (jeopardy): those that wait in
+ * ZooKeeper's queue where zk_lock_fail local=<n> applies take a local
+ * lease instead, for the rest of their timeout.  From an event, not from
+ * inside the session's completions.
+ */
+
+void
+ngx_zk_lock_gate_news(ngx_zk_lock_gate_waiters_t *w)
+{
+    if (w->event.handler && !w->event.posted) {
+        ngx_post_event(&w->event, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_zk_lock_gate_news_handler(ngx_event_t *ev)
+{
+    ngx_zk_lock_gate_waiters_t  *w;
+
+    w = ev->data;
+
+    if (ngx_zk_lock_session_usable(w->session)) {
+        ngx_zk_lock_local_recall(w->session);
+
+    } else if (ngx_zk_lock_session_gone(w->session)) {
+        ngx_zk_lock_gate_localize(w);
+    }
+}
+
+
+static void
+ngx_zk_lock_gate_localize(ngx_zk_lock_gate_waiters_t *w)
+{
+    ngx_queue_t               moving, *q;
+    ngx_zk_lock_gate_t       *gate;
+    ngx_zk_lock_gate_hold_t  *hold;
+
+    if (ngx_queue_empty(&w->queue)) {
+        return;
+    }
+
+    /* to_local() may put one back: the list is taken first */
+
+    ngx_queue_init(&moving);
+    ngx_queue_add(&moving, &w->queue);
+    ngx_queue_init(&w->queue);
+
+    while (!ngx_queue_empty(&moving)) {
+        q = ngx_queue_head(&moving);
+        ngx_queue_remove(q);
+        ngx_queue_insert_tail(&w->queue, q);
+
+        gate = ngx_queue_data(q, ngx_zk_lock_gate_t, queue);
+        hold = &gate->holds[gate->next];
+
+        if (!gate->fail_local || hold->node == NULL) {
+            continue;
+        }
+
+        ngx_zk_lock_gate_unwait(gate);
+        ngx_zk_lock_gate_to_local(gate, hold);
+    }
 }

@@ -16,6 +16,7 @@
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_stats.h"
+#include "ngx_zk_lock_local.h"
 
 
 /*
@@ -34,6 +35,13 @@
  *   a held lock lost --> lost handler (zk_lock_lost abort): cut it off
  *   cancel: the participant left while waiting (GONE)
  *   done: the request or connection ends: every node goes
+ *
+ * Under zk_lock_fail local=<n>, a lock is taken from the instance's local
+ * leases (ngx_zk_lock_local.c) while the session is gone, and a wait
+ * moves between the two queues with the session's news:
+ *
+ *   waiting in ZooKeeper --session gone (news, or an error)--> local
+ *   waiting for a local lease --session usable (news: recall)--> ZooKeeper
  */
 
 typedef struct ngx_zk_lock_gate_s  ngx_zk_lock_gate_t;
@@ -51,8 +59,18 @@ typedef enum {
     NGX_ZK_LOCK_GATE_REJECTED,
     NGX_ZK_LOCK_GATE_LOST,
     NGX_ZK_LOCK_GATE_REVOKED,
-    NGX_ZK_LOCK_GATE_GONE
+    NGX_ZK_LOCK_GATE_GONE,
+    NGX_ZK_LOCK_GATE_LOCAL
 } ngx_zk_lock_gate_result_e;
+
+
+/* a layer's participants that wait, in a worker, and its session's news */
+typedef struct {
+    ngx_queue_t                   queue;      /* ngx_zk_lock_gate_t */
+    ngx_uint_t                    n;
+    ngx_zk_lock_session_t        *session;
+    ngx_event_t                   event;
+} ngx_zk_lock_gate_waiters_t;
 
 
 /* one lock of the participant */
@@ -62,6 +80,7 @@ typedef struct {
     ngx_uint_t                    weight;
     ngx_uint_t                    stat;       /* its counters' index */
     ngx_zk_lock_node_t           *node;
+    ngx_zk_lock_local_t           local;      /* index: the layer's */
     unsigned                      counted:1;  /* as held, in the counters */
 } ngx_zk_lock_gate_hold_t;
 
@@ -76,11 +95,14 @@ struct ngx_zk_lock_gate_s {
     ngx_msec_t                    timeout;    /* where a lock has none */
     ngx_uint_t                    log_level;  /* of a timeout */
     ngx_uint_t                    max_waiting; /* 0: as many as connections */
-    ngx_uint_t                   *nwaiting;   /* the layer's, in the worker */
+    ngx_zk_lock_gate_waiters_t   *waiters;    /* the layer's, in the worker */
+    ngx_queue_t                   queue;      /* in them, while waiting */
+    ngx_uint_t                    fail_local; /* zk_lock_fail local=<n> */
     ngx_str_t                     info;       /* the nodes' data */
 
     ngx_event_t                   timer;
     ngx_msec_t                    started;
+    ngx_msec_t                    since;      /* the wait for holds[next] */
     ngx_msec_t                    wait_time;
     ngx_zk_lock_gate_result_e     result;
 
@@ -93,6 +115,7 @@ struct ngx_zk_lock_gate_s {
     unsigned                      lost_abort:1;
     unsigned                      waiting:1;
     unsigned                      done:1;     /* all held, or let through */
+    unsigned                      local:1;    /* a local lease among them */
 };
 
 
@@ -105,6 +128,9 @@ void ngx_zk_lock_gate_refuse(ngx_zk_lock_gate_t *gate, ngx_uint_t i);
 void ngx_zk_lock_gate_cancel(ngx_zk_lock_gate_t *gate);
 void ngx_zk_lock_gate_done(ngx_zk_lock_gate_t *gate);
 ngx_int_t ngx_zk_lock_gate_cmp(const void *one, const void *two);
+void ngx_zk_lock_gate_waiters(ngx_zk_lock_gate_waiters_t *w,
+    ngx_zk_lock_session_t *s, ngx_log_t *log);
+void ngx_zk_lock_gate_news(ngx_zk_lock_gate_waiters_t *w);
 
 
 #endif /* _NGX_ZK_LOCK_GATE_H_INCLUDED_ */

@@ -552,3 +552,50 @@ ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
 
     return NGX_CONF_OK;
 }
+
+
+/* zk_lock_fail closed | open | local=<n>, in either layer */
+
+char *
+ngx_zk_lock_params_fail(ngx_conf_t *cf, ngx_flag_t *open, ngx_uint_t *local)
+{
+    ngx_int_t   n;
+    ngx_str_t  *value;
+
+    if (*open != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    *open = 0;
+    *local = 0;
+
+    if (ngx_strcmp(value[1].data, "closed") == 0) {
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strcmp(value[1].data, "open") == 0) {
+        *open = 1;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(value[1].data, "local=", 6) == 0) {
+        n = ngx_atoi(value[1].data + 6, value[1].len - 6);
+
+        if (n < 1) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid number of local leases \"%V\"",
+                               &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+        *local = n;
+        return NGX_CONF_OK;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\", \"closed\", \"open\" or "
+                       "\"local=<number>\" expected", &value[1]);
+
+    return NGX_CONF_ERROR;
+}

@@ -28,10 +28,11 @@ typedef enum {
     NGX_ZK_LOCK_STATS_REJECTED,
     NGX_ZK_LOCK_STATS_LOST,
     NGX_ZK_LOCK_STATS_REVOKED,
-    NGX_ZK_LOCK_STATS_GONE          /* the client left while waiting */
+    NGX_ZK_LOCK_STATS_GONE,         /* the client left while waiting */
+    NGX_ZK_LOCK_STATS_LOCAL         /* a local lease (zk_lock_fail local=) */
 } ngx_zk_lock_stats_result_e;
 
-#define NGX_ZK_LOCK_STATS_N  (NGX_ZK_LOCK_STATS_GONE + 1)
+#define NGX_ZK_LOCK_STATS_N  (NGX_ZK_LOCK_STATS_LOCAL + 1)
 
 #define NGX_ZK_LOCK_STATS_HELD     0
 #define NGX_ZK_LOCK_STATS_WAITING  1

@@ -18,7 +18,9 @@
 #  7. a reload under load: every connection served, never more than N
 #  8. keep=: connections on kept leases make no ZooKeeper write; with more
 #     workers than leases, the bound holds
-#  9. zk_lock_fail open / closed without ZooKeeper; a path with variables;
+#  9. zk_lock_fail open / closed / local= without ZooKeeper (local leases:
+#     one bound with HTTP on the same path), a waiter moved to a local
+#     lease when the session may have expired; a path with variables;
 #     $ssl_preread_server_name in a path, and a server chosen by its name
 #     (nginx 1.25.5): the lock waits after the preread phase
 #  the HTTP status page shows the stream locks (layer="stream"); the stream
@@ -98,8 +100,8 @@ subtest 'nginx -t checks the lock directives in stream' => sub {
           qr/"zk_semaphore" must have "leases" parameter/ ],
         [ 'zk_mutex /st/x color=red;', qr/invalid parameter "color=red"/ ],
         [ 'zk_mutex st/x;', qr/lock path "st\/x" must be absolute/ ],
-        [ 'zk_mutex /st/x; zk_lock_fail local=3;',
-          qr/"zk_lock_fail local" is not supported in "stream"/ ],
+        [ 'zk_mutex /st/x; zk_lock_fail local=0;',
+          qr/invalid number of local leases "local=0"/ ],
         [ 'zk_mutex /st/x reentrant=off;',
           qr/"reentrant=off" is not for "stream"/ ],
         [ 'zk_semaphore /st/x leases=2 keep=1s protocol=v2;',
@@ -559,6 +561,94 @@ EOF
 }
 
 ###############################################################################
+
+subtest 'zk_lock_fail local= without ZooKeeper: one bound with HTTP' => sub {
+    my $port = free_port();
+    my $nowhere = '127.0.0.1:' . free_port();
+    my $ng = nginx_start(<<"EOF", zk => $zk, backend => $be,
+    zk_hosts $nowhere;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /loc {
+            zk_semaphore /st/loc leases=5 timeout=30s;
+            zk_lock_fail local=2;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location = /zk-status { zk_lock_status_page; }
+    }
+EOF
+        stream => stream_conf($nowhere, $port =>
+            'zk_semaphore /st/loc leases=5 timeout=30s; '
+            . 'zk_lock_fail local=2;'));
+    ok(wait_for(sub { $ng->error_log =~ /connect|refused|failed/i }, 10),
+        'the workers tried ZooKeeper, in vain');
+    sleep 1;
+
+    $be->reset;
+    my $res = http_parallel([ map {
+        [ $_ % 2 ? $ng->port : $port, "/loc?key=loc&sleep=400&id=$_" ] }
+        1 .. 8 ], timeout => 60);
+    is(scalar(grep { $_->{status} == 200 } @$res), 8,
+        'HTTP requests and stream connections all served');
+    is($be->stats('loc')->{max}, 2,
+        'never more than the 2 local leases, both layers together');
+    my $n = () = stream_log($ng) =~ /^$port 200 LOCAL \d+ - -$/mg;
+    is($n, 4, 'each connection logged 200 LOCAL');
+    like($ng->error_log,
+        qr/\[error\].*zk_semaphore "\/st\/loc" passed with a local lease: no zookeeper connection/,
+        '... and the error log says so');
+    like($ng->get('/zk-status?format=prometheus')->{body},
+        qr/^zk_lock_requests_total\{path="\/st\/loc",type="semaphore",layer="stream",result="local"\} 4$/m,
+        'the local leases are counted');
+    $ng->stop;
+};
+
+subtest 'zk_lock_fail local=: a waiter moves to a local lease when the '
+    . 'session may have expired' => sub {
+    my $px = ZkLock::FaultProxy->start($zk);
+    my $port = free_port();
+    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 1,
+        stream => "    zk_session_timeout 4s;\n"
+            . stream_conf($px->hosts, $port =>
+                'zk_mutex /st/lz timeout=30s; zk_lock_fail local=1;'));
+    ok(sessions_connected($ng), 'connected through the relay');
+
+    $be->reset;
+    my $h = http_parallel_bg([ [ $port, '/c?key=lz&sleep=9000&id=a' ] ],
+        timeout => 60);
+    ok(wait_for(sub { $be->stats('lz')->{inflight} == 1 }, 10),
+        'a connection holds the mutex');
+    my $w = http_parallel_bg([ [ $port, '/c?key=lz&sleep=14000&id=b' ] ],
+        timeout => 60);
+    ok(wait_for(sub { zk_children($zk, '/st/lz') == 2 }, 5),
+        'a second one waits in ZooKeeper');
+
+    my $cut = $px->partition(12);
+    ok(wait_for(sub { $be->stats('lz')->{inflight} == 2 }, 8),
+        'the waiter is served');
+    cmp_ok(time - $cut, '<', 6,
+        '... once the session may have expired, not at its timeout');
+
+    # it holds the local lease past the outage: the next one waits for it
+    # until the session is usable again, then queues in ZooKeeper
+    my $c = http_parallel_bg([ [ $port, '/c?key=lz&sleep=100&id=c' ] ],
+        timeout => 60);
+    my $rc = http_parallel_collect($c, 60)->[0];
+    is($rc->{status}, 200, 'the next one is served');
+    cmp_ok($rc->{end} - $cut, '>', 11, '... not before the outage ended');
+    my $rb = http_parallel_collect($w, 60)->[0];
+    is($rb->{status}, 200, 'the one on the local lease is served');
+    cmp_ok($rc->{end}, '<', $rb->{end},
+        '... after the next one: that one did not wait for its lease');
+    like(stream_log($ng), qr/^$port 200 LOCAL \d+ - -$/m,
+        'the first waiter logged LOCAL');
+    like(stream_log($ng), qr/^$port 200 ACQUIRED \d+ \d+ \/st\/lz\//m,
+        'the next one ACQUIRED, through ZooKeeper');
+    http_parallel_collect($h, 60);
+    $ng->stop;
+    $px->stop;
+    no_ephemerals($zk, '/st/lz', 'after the outage', 30);
+};
 
 subtest 'zk_lock_fail open and closed without ZooKeeper' => sub {
     my ($open, $closed) = (free_port(), free_port());
