@@ -42,7 +42,7 @@ static void ngx_zk_lock_gate_unwait(ngx_zk_lock_gate_t *gate);
 static void ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e result);
 static void ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate,
-    ngx_zk_lock_gate_hold_t *hold);
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_stats_result_e how);
 static void ngx_zk_lock_gate_drop(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate);
@@ -245,7 +245,7 @@ ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
 
     /* a lease that the worker kept: no wait, no ZooKeeper call */
 
-    ngx_zk_lock_gate_held(gate, hold);
+    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_STATS_ACQUIRED);
 
     return NGX_OK;
 }
@@ -344,12 +344,7 @@ ngx_zk_lock_gate_local_held(ngx_zk_lock_gate_t *gate,
     }
 
     gate->local = 1;
-    hold->counted = 1;
-
-    ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
-                            NGX_ZK_LOCK_STATS_HELD, 1);
-    ngx_zk_lock_stats_count(gate->stats, hold->stat,
-                            NGX_ZK_LOCK_STATS_LOCAL);
+    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_STATS_LOCAL);
 }
 
 
@@ -469,7 +464,7 @@ ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node)
     }
 
     ngx_zk_lock_gate_unwait(gate);
-    ngx_zk_lock_gate_held(gate, hold);
+    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_STATS_ACQUIRED);
     ngx_zk_lock_gate_next(gate, hold);
 }
 
@@ -748,16 +743,17 @@ ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
 }
 
 
+/* through ZooKeeper (acquired), or a local lease */
+
 static void
-ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate,
-    ngx_zk_lock_gate_hold_t *hold)
+ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
+    ngx_zk_lock_stats_result_e how)
 {
     hold->counted = 1;
 
     ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
                             NGX_ZK_LOCK_STATS_HELD, 1);
-    ngx_zk_lock_stats_count(gate->stats, hold->stat,
-                            NGX_ZK_LOCK_STATS_ACQUIRED);
+    ngx_zk_lock_stats_count(gate->stats, hold->stat, how);
 }
 
 
