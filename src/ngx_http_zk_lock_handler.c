@@ -10,9 +10,7 @@
 
 #include "ngx_http_zk_lock_handler.h"
 #include "ngx_zk_lock_recipe.h"
-#include "ngx_zk_lock_semv2.h"
-#include "ngx_zk_lock_take.h"
-#include "ngx_zk_lock_remote.h"
+#include "ngx_zk_lock_get.h"
 #include "ngx_http_zk_lock_eval.h"
 #include "ngx_http_zk_lock_metrics.h"
 
@@ -33,8 +31,6 @@ static ngx_zk_lock_node_t *ngx_http_zk_lock_handler_step(
     ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
     ngx_http_zk_lock_hold_t *hold, ngx_str_t *path, ngx_uint_t try,
     ngx_zk_lock_notify_pt notify);
-static ngx_uint_t ngx_http_zk_lock_handler_remote(
-    ngx_http_zk_lock_main_conf_t *lmcf, ngx_msec_t keep);
 static ngx_int_t ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
 static void ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node);
@@ -712,10 +708,7 @@ ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
 }
 
 
-/*
- * The request's node in a lock, to wait for: taken through the worker's
- * session, or by a sibling's for a worker that has none (zk_sessions)
- */
+/* the request's node in a lock, to wait for, whichever way it comes */
 
 static ngx_zk_lock_node_t *
 ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
@@ -723,8 +716,6 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
     ngx_str_t *path, ngx_uint_t try, ngx_zk_lock_notify_pt notify)
 {
     ngx_str_t                      info;
-    ngx_msec_t                     keep;
-    ngx_zk_lock_node_t            *node;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
@@ -733,46 +724,9 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
         return NULL;
     }
 
-    keep = ngx_zk_lock_kept(&hold->spec->lock, hold->weight, try);
-
-    if (ngx_http_zk_lock_handler_remote(lmcf, keep)) {
-        node = ngx_zk_lock_remote_acquire(hold->spec->id, path,
-                                          hold->weight, &info, try, keep,
-                                          notify, ctx,
-                                          r->connection->log);
-
-        if (node == NULL || node->state != NGX_ZK_LOCK_FAILED) {
-            return node;
-        }
-
-        if (lmcf->session->brokered) {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "zk_sessions: no broker took the lock \"%V\"",
-                          path);
-            return node;
-        }
-
-        /* worker 0 does not listen yet, or any more: the worker's own pool */
-        ngx_zk_lock_release(node);
-    }
-
-    return ngx_zk_lock_take(lmcf->session, &hold->spec->lock, path,
-                            hold->weight, &info, try, notify, NULL, ctx,
-                            r->connection->log);
-}
-
-
-/*
- * Whether the worker's node in a lock is taken by another worker's
- * session: a worker without one (zk_sessions), or a kept lease, which is
- * worker 0's (see module.c); "keep" as ngx_zk_lock_kept() says
- */
-
-static ngx_uint_t
-ngx_http_zk_lock_handler_remote(ngx_http_zk_lock_main_conf_t *lmcf,
-    ngx_msec_t keep)
-{
-    return lmcf->session->brokered || (keep && lmcf->borrow);
+    return ngx_zk_lock_get(lmcf->session, &hold->spec->lock, path,
+                           hold->weight, &info, try, notify, ctx,
+                           r->connection->log);
 }
 
 
@@ -1035,16 +989,8 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
         return 0;
     }
 
-    if (ngx_http_zk_lock_handler_remote(lmcf,
-            ngx_zk_lock_kept(&want->spec->lock, want->weight, 0)))
-    {
-        n = ngx_zk_lock_remote_waiting(want->spec->id, &want->path);
-
-    } else {
-        n = want->spec->lock.v2
-            ? ngx_zk_lock_semv2_waiting(lmcf->session, &want->path)
-            : ngx_zk_lock_waiting(lmcf->session, &want->path);
-    }
+    n = ngx_zk_lock_get_waiting(lmcf->session, &want->spec->lock,
+                                &want->path, want->weight);
 
     return n >= want->spec->lock.max_waiting;
 }

@@ -184,7 +184,7 @@ static ngx_uint_t               ngx_http_zk_lock_nbuckets;
 static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
     "# HELP zk_lock_build_info The module's version.\n"
     "# TYPE zk_lock_build_info gauge\n"
-    "zk_lock_build_info{version=\"" NGX_HTTP_ZK_LOCK_VERSION "\"} 1\n");
+    "zk_lock_build_info{version=\"" NGX_ZK_LOCK_VERSION "\"} 1\n");
 
 static ngx_str_t  ngx_http_zk_lock_zone_name = ngx_string("zk_lock");
 
@@ -1012,7 +1012,7 @@ ngx_http_zk_lock_metrics_json_workers(ngx_http_zk_lock_out_t *o, u_char *p,
         return NULL;
     }
 
-    p = ngx_sprintf(p, "{\"version\":\"" NGX_HTTP_ZK_LOCK_VERSION "\","
+    p = ngx_sprintf(p, "{\"version\":\"" NGX_ZK_LOCK_VERSION "\","
                     "\"workers\":[");
     n = 0;
 

@@ -21,6 +21,7 @@
 #include "ngx_zk_lock_broker.h"
 #include "ngx_zk_lock_remote.h"
 #include "ngx_http_zk_lock_view.h"
+#include "ngx_zk_lock_gate.h"
 
 
 static void *ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf);
@@ -672,7 +673,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         return NGX_CONF_ERROR;
     }
 
-    spec->id = lmcf->specs->nelts - 1;
+    spec->lock.id = lmcf->specs->nelts - 1;
 
     copy = ngx_palloc(cf->pool, sizeof(ngx_http_zk_lock_spec_t));
     if (copy == NULL) {
@@ -884,6 +885,12 @@ ngx_http_zk_lock_init(ngx_conf_t *cf)
     ngx_http_core_main_conf_t     *cmcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
+    if (ngx_zk_lock_gate_built(cf, NGX_ZK_LOCK_VERSION, NGX_ZK_LOCK_ABI)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
 
     if (lmcf->used.data == NULL) {
@@ -1010,7 +1017,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     keeper = ngx_http_zk_lock_keeps(cycle, lmcf);
 
-    lmcf->borrow = keeper && ngx_worker != 0;
+    s->borrow = keeper && ngx_worker != 0;
 
     ngx_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
 

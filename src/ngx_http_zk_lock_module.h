@@ -18,10 +18,7 @@
 #include "ngx_zk_lock_take.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_listing.h"
-
-
-/* the module's version: CHANGES names it, and so does a release's tag */
-#define NGX_HTTP_ZK_LOCK_VERSION  "0.1.0"
+#include "ngx_zk_lock_version.h"
 
 
 /* a lock directive's type: its index in ngx_zk_lock_types[] */
@@ -65,7 +62,6 @@ typedef struct {
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
     ngx_uint_t                    index;      /* of its counters */
     ngx_http_complex_value_t     *weight_cv;  /* lock.weight_var */
-    ngx_uint_t                    id;         /* in the main conf's specs */
 } ngx_http_zk_lock_spec_t;
 
 
@@ -89,12 +85,6 @@ typedef struct {
     ngx_uint_t                    sessions;
     ngx_uint_t                    generation; /* of the configuration */
     ngx_array_t                  *specs;      /* ngx_zk_lock_params_t * */
-
-    /*
-     * keep=: the kept leases are the instance's, in worker 0's pool, and
-     * this worker borrows them (see ngx_zk_lock_remote.c)
-     */
-    ngx_uint_t                    borrow;
 } ngx_http_zk_lock_main_conf_t;
 
 

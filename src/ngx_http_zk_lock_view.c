@@ -970,7 +970,7 @@ ngx_http_zk_lock_view_json(u_char *p, ngx_http_zk_lock_view_snap_t *snap,
     s = ngx_http_zk_lock_view.lmcf ? ngx_http_zk_lock_view.lmcf->session
                                    : NULL;
 
-    p = ngx_sprintf(p, "{\"version\":\"" NGX_HTTP_ZK_LOCK_VERSION "\","
+    p = ngx_sprintf(p, "{\"version\":\"" NGX_ZK_LOCK_VERSION "\","
                     "\"hostname\":\"");
     p = ngx_http_zk_lock_view_escape(p, ngx_cycle->hostname.data,
                                      ngx_cycle->hostname.len);

@@ -494,6 +494,12 @@ ngx_stream_zk_lock_init(ngx_conf_t *cf)
     ngx_stream_core_srv_conf_t      *cscf;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
+    if (ngx_zk_lock_gate_built(cf, NGX_ZK_LOCK_VERSION, NGX_ZK_LOCK_ABI)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     smcf = ngx_stream_conf_get_module_main_conf(cf,
                                                 ngx_stream_zk_lock_module);
 

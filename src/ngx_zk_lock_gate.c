@@ -9,8 +9,7 @@
 #include <ngx_event.h>
 
 #include "ngx_zk_lock_gate.h"
-#include "ngx_zk_lock_semv2.h"
-#include "ngx_zk_lock_take.h"
+#include "ngx_zk_lock_get.h"
 
 
 static ngx_uint_t ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate);
@@ -142,9 +141,8 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
             continue;
         }
 
-        n = hold->lock->v2 ? ngx_zk_lock_semv2_waiting(gate->session,
-                                                       &hold->path)
-                           : ngx_zk_lock_waiting(gate->session, &hold->path);
+        n = ngx_zk_lock_get_waiting(gate->session, hold->lock, &hold->path,
+                                    hold->weight);
 
         if (n >= hold->lock->max_waiting) {
             gate->next = i;
@@ -230,9 +228,9 @@ ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
 {
     ngx_zk_lock_node_t  *node;
 
-    node = ngx_zk_lock_take(gate->session, hold->lock, &hold->path,
-                            hold->weight, &gate->info, timeout == 0,
-                            ngx_zk_lock_gate_told, NULL, gate, gate->log);
+    node = ngx_zk_lock_get(gate->session, hold->lock, &hold->path,
+                           hold->weight, &gate->info, timeout == 0,
+                           ngx_zk_lock_gate_told, gate, gate->log);
     if (node == NULL) {
         return NGX_ERROR;
     }
@@ -895,4 +893,25 @@ ngx_zk_lock_gate_localize(ngx_zk_lock_gate_waiters_t *w)
         ngx_zk_lock_gate_unwait(gate);
         ngx_zk_lock_gate_to_local(gate, hold);
     }
+}
+
+
+/* a layer checks the core that serves it before it configures anything */
+
+ngx_int_t
+ngx_zk_lock_gate_built(ngx_conf_t *cf, char *version, size_t abi)
+{
+    if (ngx_strcmp(version, NGX_ZK_LOCK_VERSION) == 0
+        && abi == NGX_ZK_LOCK_ABI)
+    {
+        return NGX_OK;
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "zk_lock: a module of version %s is loaded with the "
+                       "core of another build (version %s): load the HTTP "
+                       "and stream modules of one build",
+                       version, NGX_ZK_LOCK_VERSION);
+
+    return NGX_ERROR;
 }

@@ -17,6 +17,7 @@
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_stats.h"
 #include "ngx_zk_lock_local.h"
+#include "ngx_zk_lock_version.h"
 
 
 /*
@@ -123,6 +124,18 @@ struct ngx_zk_lock_gate_s {
     ngx_zk_lock_types[(hold)->lock->type].directive
 
 
+/*
+ * The core a layer was built with, by its version and the sizes of what
+ * the layers share with it: each shared object of the modules carries
+ * the core, and the copy nginx loaded first serves both layers (see
+ * config), so both must come from one build
+ */
+#define NGX_ZK_LOCK_ABI                                                      \
+    (sizeof(ngx_zk_lock_gate_t) << 24 ^ sizeof(ngx_zk_lock_params_t) << 16   \
+     ^ sizeof(ngx_zk_lock_stats_t) << 12 ^ sizeof(ngx_zk_lock_session_t) << 8 \
+     ^ sizeof(ngx_zk_lock_local_t) << 4 ^ sizeof(ngx_zk_lock_node_t))
+
+
 ngx_int_t ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate);
 void ngx_zk_lock_gate_refuse(ngx_zk_lock_gate_t *gate, ngx_uint_t i);
 void ngx_zk_lock_gate_cancel(ngx_zk_lock_gate_t *gate);
@@ -131,6 +144,7 @@ ngx_int_t ngx_zk_lock_gate_cmp(const void *one, const void *two);
 void ngx_zk_lock_gate_waiters(ngx_zk_lock_gate_waiters_t *w,
     ngx_zk_lock_session_t *s, ngx_log_t *log);
 void ngx_zk_lock_gate_news(ngx_zk_lock_gate_waiters_t *w);
+ngx_int_t ngx_zk_lock_gate_built(ngx_conf_t *cf, char *version, size_t abi);
 
 
 #endif /* _NGX_ZK_LOCK_GATE_H_INCLUDED_ */

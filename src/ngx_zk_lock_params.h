@@ -53,6 +53,7 @@ struct ngx_zk_lock_params_s {
     unsigned                      reentrant:1;
     ngx_uint_t                    type;       /* NGX_ZK_LOCK_MUTEX... */
     ngx_str_t                     name;       /* the path as configured */
+    ngx_uint_t                    id;         /* the brokers' number of it */
     ngx_msec_t                    timeout;    /* or unset: the layer's */
     ngx_uint_t                    max_waiting; /* in a worker; 0: any */
     ngx_uint_t                    weight;     /* leases a participant takes */

@@ -111,6 +111,7 @@ struct ngx_zk_lock_session_s {
     unsigned                      probing:1;  /* a probe is unanswered */
     unsigned                      jeopardy:1; /* heard from too long ago */
     unsigned                      brokered:1; /* none: a sibling's serves */
+    unsigned                      borrow:1;   /* kept leases: worker 0's */
     unsigned                      stale:1;    /* the client's hosts are */
 };
 

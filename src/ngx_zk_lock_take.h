@@ -16,11 +16,12 @@
 
 
 /*
- * A participant's node in the lock of a directive, whichever recipe takes
- * it: Curator's mutex, semaphore or read/write lock, semaphore v2, or a
- * lease kept by the worker (keep=).  The request's layer and the broker
- * that takes locks for the workers without a session of their own (see
- * ngx_zk_lock_broker.c) both ask here.
+ * A participant's node in the lock of a directive, through this worker's
+ * session, whichever recipe takes it: Curator's mutex, semaphore or
+ * read/write lock, semaphore v2, or a lease kept by the worker (keep=).
+ * The layers ask through ngx_zk_lock_get(), which may send them to a
+ * broker; the broker that takes locks for the workers without a session
+ * of their own (see ngx_zk_lock_broker.c) asks here.
  */
 
 ngx_zk_lock_node_t *ngx_zk_lock_take(ngx_zk_lock_session_t *s,

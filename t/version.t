@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 # The module's version (issue 27, item 3): one number, in the sources
-# (NGX_HTTP_ZK_LOCK_VERSION), at the top of CHANGES, and at run time in the
+# (NGX_ZK_LOCK_VERSION), at the top of CHANGES, and at run time in the
 # status page (JSON "version") and in the metrics (zk_lock_build_info);
 # LICENSE is the BSD 2-clause license, as nginx's.
 
@@ -12,8 +12,8 @@ use ZkLock::Test;
 
 require_prereqs(qw(nginx zookeeper module));
 
-my ($version) = slurp('src/ngx_http_zk_lock_module.h')
-    =~ /^#define NGX_HTTP_ZK_LOCK_VERSION\s+"([^"]+)"$/m;
+my ($version) = slurp('src/ngx_zk_lock_version.h')
+    =~ /^#define NGX_ZK_LOCK_VERSION\s+"([^"]+)"$/m;
 like($version // '', qr/^\d+\.\d+\.\d+$/, "the sources' version: "
     . ($version // 'none'));
 

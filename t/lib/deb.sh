@@ -60,7 +60,7 @@ done
 
 # --- version -------------------------------------------------------------
 # A tag vX.Y[.Z] gives X.Y[.Z] (plus +gitN.HASH past it); without tags, the
-# module's own version (NGX_HTTP_ZK_LOCK_VERSION, which CHANGES names) with
+# module's own version (NGX_ZK_LOCK_VERSION, which CHANGES names) with
 # ~gitYYYYMMDD.HHMMSS.HASH from the commit date, so that later commits sort
 # higher and all of them before the release; "+dirty" when what is
 # packaged differs from the commit (the working tree is what gets built).
@@ -71,9 +71,9 @@ git_() { git -c safe.directory="$top" -C "$top" "$@"; }
 # what goes into the package (paths relative to the checkout)
 packaged="config src README.md CHANGES LICENSE conf-examples"
 
-base=$(sed -n 's/^#define NGX_HTTP_ZK_LOCK_VERSION  *"\(.*\)"$/\1/p' \
-    "$top/src/ngx_http_zk_lock_module.h")
-[ -n "$base" ] || { say "no NGX_HTTP_ZK_LOCK_VERSION in the sources"; exit 1; }
+base=$(sed -n 's/^#define NGX_ZK_LOCK_VERSION  *"\(.*\)"$/\1/p' \
+    "$top/src/ngx_zk_lock_version.h")
+[ -n "$base" ] || { say "no NGX_ZK_LOCK_VERSION in the sources"; exit 1; }
 
 version=${ZK_LOCK_DEB_VERSION:-}
 if [ -z "$version" ] && command -v git >/dev/null 2>&1 \

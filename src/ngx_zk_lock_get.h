@@ -1,0 +1,39 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_GET_H_INCLUDED_
+#define _NGX_ZK_LOCK_GET_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_params.h"
+
+
+/*
+ * The one call a layer asks for a participant's node with, and
+ * ngx_zk_lock_release() the one that gives it back, whichever way the
+ * node came, as an upstream's balancers are a peer's get and free:
+ *
+ *   get --> the worker's session: ngx_zk_lock_take() (Curator's recipes,
+ *           semaphore v2, or keep= wrapping a recipe, as the keepalive
+ *           module wraps a balancer)
+ *       --> a sibling's session (zk_sessions: ngx_zk_lock_remote.c), for
+ *           a worker without one, and for a lease kept for the whole
+ *           instance (worker 0's); the worker's own if none answers
+ */
+
+ngx_zk_lock_node_t *ngx_zk_lock_get(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log);
+ngx_uint_t ngx_zk_lock_get_waiting(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight);
+
+
+#endif /* _NGX_ZK_LOCK_GET_H_INCLUDED_ */
