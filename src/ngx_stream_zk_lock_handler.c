@@ -308,6 +308,11 @@ ngx_stream_zk_lock_handler_watch(ngx_connection_t *c)
 {
     ngx_event_t  *rev;
 
+    if (c->type != SOCK_STREAM) {
+        /* a datagram's session: nothing closes, its socket the listener's */
+        return NGX_OK;
+    }
+
     rev = c->read;
 
     if (ngx_event_flags & NGX_USE_CLEAR_EVENT) {
@@ -335,6 +340,10 @@ ngx_stream_zk_lock_handler_gone(ngx_connection_t *c)
     u_char     buf[1];
     ssize_t    n;
     ngx_err_t  err;
+
+    if (c->type != SOCK_STREAM) {
+        return 0;
+    }
 
 #if (NGX_HAVE_EPOLLRDHUP)
 

@@ -18,7 +18,8 @@
 #  7. a reload under load: every connection served, never more than N
 #  8. keep=: connections on kept leases make no ZooKeeper write; with more
 #     workers than leases, the bound holds
-#  9. zk_lock_fail open / closed / local= without ZooKeeper (local leases:
+#  9. a UDP server: a datagram's session waits as a connection does
+# 10. zk_lock_fail open / closed / local= without ZooKeeper (local leases:
 #     one bound with HTTP on the same path), a waiter moved to a local
 #     lease when the session may have expired; a path with variables;
 #     $ssl_preread_server_name in a path, and a server chosen by its name
@@ -32,6 +33,7 @@ use warnings;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use IO::Socket::INET;
+use IO::Select;
 use lib 't/lib';
 use ZkLock::Test;
 use ZkLock::Curator;
@@ -561,6 +563,51 @@ EOF
 }
 
 ###############################################################################
+
+subtest 'a UDP server: a session waits, and its datagram goes on' => sub {
+    my $sink = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+        Proto => 'udp') or die "sink: $!";
+    my ($port, $sinkport) = (free_port(), $sink->sockport);
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1,
+    server { listen 127.0.0.1:%%PORT%%; location / { return 204; } }
+EOF
+        stream => "    zk_hosts %%ZK%%;\n$LOG" . <<"EOF");
+    server {
+        listen 127.0.0.1:$port udp;
+        zk_mutex /st/udp timeout=30s;
+        proxy_pass 127.0.0.1:$sinkport;
+        proxy_timeout 1s;
+    }
+EOF
+    ok(sessions_connected($ng), 'connected');
+
+    my @c = map { IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+        PeerPort => $port, Proto => 'udp') or die "udp: $!" } 1 .. 2;
+    $c[0]->send('one');
+    ok(wait_for(sub { zk_children($zk, '/st/udp') == 1 }, 5),
+        'a datagram\'s session holds the mutex');
+    $c[1]->send('two');
+    ok(wait_for(sub { zk_children($zk, '/st/udp') == 2 }, 5),
+        'another client\'s waits behind it');
+
+    my (%got, $buf);
+    my $sel = IO::Select->new($sink);
+    my $t0 = time;
+    while (keys %got < 2 && time - $t0 < 10) {
+        next unless $sel->can_read(0.2);
+        $sink->recv($buf, 64);
+        $got{$buf} = 1;
+    }
+    ok($got{one} && $got{two}, 'both datagrams reached the upstream');
+    ok(wait_for(sub { (() = stream_log($ng) =~ /^$port 200 ACQUIRED /mg)
+        == 2 }, 5), 'both logged 200 ACQUIRED');
+    my @waits = sort { $a <=> $b }
+        stream_log($ng) =~ /^$port 200 ACQUIRED (\d+) /mg;
+    cmp_ok($waits[-1] // 0, '>=', 500,
+        '... the second once the first session ended (proxy_timeout 1s)');
+    $ng->stop;
+    no_ephemerals($zk, '/st/udp', 'UDP');
+};
 
 subtest 'zk_lock_fail local= without ZooKeeper: one bound with HTTP' => sub {
     my $port = free_port();

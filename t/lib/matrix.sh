@@ -27,8 +27,8 @@
 # and ngx_stream_zk_lock_module exactly when stream is configured (the
 # protocol-free core linked once: a duplicate symbol fails the link).
 #
-# Usage: t/lib/matrix.sh [name ...]     (default: all but stable-static and
-# mainline-dynamic, whose cases the others cover)
+# Usage: t/lib/matrix.sh [name ...]     (default: all but stable-static,
+# mainline-dynamic and debian-dynamic-debug, whose cases the others cover)
 # MATRIX_DIR overrides t/build/matrix; NGINX_SRC_DIR the directory with the
 # nginx-<version>.tar.gz tarballs (default: ../shared/nginx-src beside the
 # checkout).  Each build is in MATRIX_DIR/<name>/; the binaries the static
@@ -45,8 +45,10 @@ mainline=1.31.4
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # each case once: dynamic and static, with and without stream, each
-# version (stable-static and mainline-dynamic repeat cases: by name only)
-all="debian-dynamic-debug debian-dynamic stable-dynamic stable-static-stream
+# version (stable-static and mainline-dynamic repeat cases, and
+# debian-dynamic-debug is t/lib/build.sh's build, which the tests use:
+# by name only)
+all="debian-dynamic stable-dynamic stable-static-stream
      mainline-dynamic-stream mainline-static mainline-static-h3"
 
 # name -> "source configure-arguments"
