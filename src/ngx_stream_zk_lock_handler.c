@@ -64,7 +64,7 @@ ngx_stream_zk_lock_handler(ngx_stream_session_t *s)
         if (rc == NGX_AGAIN) {
             if (ngx_stream_zk_lock_handler_watch(c) != NGX_OK) {
                 ngx_stream_finalize_session(s,
-                                        NGX_STREAM_INTERNAL_SERVER_ERROR);
+                                            NGX_STREAM_INTERNAL_SERVER_ERROR);
             }
 
             return;
