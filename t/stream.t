@@ -665,7 +665,7 @@ subtest 'zk_lock_fail local=: a waiter moves to a local lease when the '
         timeout => 60);
     ok(wait_for(sub { $be->stats('lz')->{inflight} == 1 }, 10),
         'a connection holds the mutex');
-    my $w = http_parallel_bg([ [ $port, '/c?key=lz&sleep=14000&id=b' ] ],
+    my $w = http_parallel_bg([ [ $port, '/c?key=lz&sleep=20000&id=b' ] ],
         timeout => 60);
     ok(wait_for(sub { zk_children($zk, '/st/lz') == 2 }, 5),
         'a second one waits in ZooKeeper');
@@ -676,8 +676,10 @@ subtest 'zk_lock_fail local=: a waiter moves to a local lease when the '
     cmp_ok(time - $cut, '<', 6,
         '... once the session may have expired, not at its timeout');
 
-    # it holds the local lease past the outage: the next one waits for it
-    # until the session is usable again, then queues in ZooKeeper
+    # it holds the local lease well past the outage (20 s; the partition
+    # lasts 12 s, and reconnecting may take a few more): the next one waits
+    # for that lease until the session is usable again, then queues in
+    # ZooKeeper
     my $c = http_parallel_bg([ [ $port, '/c?key=lz&sleep=100&id=c' ] ],
         timeout => 60);
     my $rc = http_parallel_collect($c, 60)->[0];
