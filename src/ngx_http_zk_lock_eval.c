@@ -36,7 +36,7 @@ static size_t ngx_http_zk_lock_eval_utf8_cut(u_char *text, size_t len);
 
 ngx_int_t
 ngx_http_zk_lock_eval(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *want)
+    ngx_http_zk_lock_spec_t *spec, ngx_zk_lock_gate_hold_t *want)
 {
     ngx_int_t  rc;
 
@@ -163,31 +163,6 @@ ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     }
 
     return NGX_OK;
-}
-
-
-/*
- * One global order of a request's locks, whatever the order of the
- * directives: by path, and on one path the write lock first
- */
-
-ngx_int_t
-ngx_http_zk_lock_eval_cmp(const void *one, const void *two)
-{
-    const ngx_http_zk_lock_hold_t  *a = one;
-    const ngx_http_zk_lock_hold_t  *b = two;
-
-    ngx_int_t  rc;
-
-    rc = ngx_memn2cmp(a->path.data, b->path.data, a->path.len, b->path.len);
-
-    /* the read lock is then a re-entry */
-
-    if (rc == 0) {
-        rc = (ngx_int_t) b->spec->lock.type - (ngx_int_t) a->spec->lock.type;
-    }
-
-    return rc;
 }
 
 

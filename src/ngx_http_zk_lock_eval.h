@@ -21,8 +21,7 @@
 
 
 ngx_int_t ngx_http_zk_lock_eval(ngx_http_request_t *r,
-    ngx_http_zk_lock_spec_t *spec, ngx_http_zk_lock_hold_t *want);
-ngx_int_t ngx_http_zk_lock_eval_cmp(const void *one, const void *two);
+    ngx_http_zk_lock_spec_t *spec, ngx_zk_lock_gate_hold_t *want);
 ngx_int_t ngx_http_zk_lock_eval_info(ngx_http_request_t *r, ngx_str_t *info);
 
 

@@ -9,52 +9,59 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_handler.h"
-#include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_get.h"
 #include "ngx_http_zk_lock_eval.h"
 #include "ngx_http_zk_lock_metrics.h"
 
 
-#define NGX_HTTP_ZK_LOCK_NONE      ((ngx_uint_t) -1)
+/*
+ * A client request at the locks of a location.  The waits are the
+ * core's (ngx_zk_lock_gate.c), one gate for each location that takes
+ * locks (a pass); the layer keeps what HTTP needs:
+ *
+ *   a location's locks, evaluated: those its passes hold are re-entries
+ *     none left --> the phases go on
+ *     zk_lock_dry_run --> shadow nodes tried, the phases go on
+ *     a weight above the leases --> zk_lock_status at once
+ *     the pass's gate started:
+ *       held at once, or let through --> the phases go on
+ *       refused at once --> zk_lock_status (with Retry-After), no node
+ *       waiting --> the request suspended; the client request's other
+ *                   requests that come meanwhile are blocked behind it
+ *   the gate's handler: the request, and those blocked, run their phases
+ *     again: on, or the status (those blocked get it too, no wait)
+ *   a held lock lost under "zk_lock_lost abort" --> cut off as a client
+ *     abort cuts it off
+ *   the main request's pool goes, however it ended --> every pass's nodes
+ */
 
 
-
+static ngx_int_t ngx_http_zk_lock_handler_again(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx);
+static ngx_int_t ngx_http_zk_lock_handler_want(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_zk_lock_gate_hold_t **holds,
+    ngx_uint_t *n);
+static ngx_int_t ngx_http_zk_lock_handler_kept(ngx_http_request_t *r,
+    ngx_zk_lock_gate_hold_t *want, ngx_uint_t n);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_get_ctx(
     ngx_http_request_t *r);
 static ngx_http_zk_lock_ctx_t *ngx_http_zk_lock_handler_create_ctx(
     ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want);
-static ngx_int_t ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static ngx_zk_lock_node_t *ngx_http_zk_lock_handler_step(
+    ngx_http_request_t *r, ngx_zk_lock_gate_hold_t *want);
+static ngx_int_t ngx_http_zk_lock_handler_reenter(ngx_http_request_t *r,
+    ngx_zk_lock_gate_hold_t *have, ngx_zk_lock_gate_hold_t *want);
+static ngx_uint_t ngx_http_zk_lock_handler_same(ngx_zk_lock_gate_hold_t *a,
+    ngx_zk_lock_gate_hold_t *b);
+static ngx_http_zk_lock_pass_t *ngx_http_zk_lock_handler_pass(
     ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_str_t *path, ngx_uint_t try,
-    ngx_zk_lock_notify_pt notify);
-static ngx_int_t ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
+    ngx_zk_lock_gate_hold_t *holds, ngx_uint_t n);
+static ngx_int_t ngx_http_zk_lock_handler_start(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_pass_t *pass);
+static void ngx_http_zk_lock_handler_remove(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_pass_t *pass);
+static void ngx_http_zk_lock_handler_dry(ngx_http_zk_lock_pass_t *pass);
 static void ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node);
-static void ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout);
-static ngx_int_t ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want,
-    ngx_http_zk_lock_hold_t *hold);
-static ngx_http_zk_lock_hold_t *ngx_http_zk_lock_handler_push(
-    ngx_http_request_t *r, ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *want);
-static ngx_int_t ngx_http_zk_lock_handler_take_local(
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
-    ngx_uint_t n);
-static ngx_msec_t ngx_http_zk_lock_handler_unwait(
-    ngx_http_zk_lock_ctx_t *ctx);
-static void ngx_http_zk_lock_handler_local_granted(
-    ngx_zk_lock_local_t *l);
-static void ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited);
-static void ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited);
-static void ngx_http_zk_lock_handler_fail_late(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited, const char *why);
 static ngx_int_t ngx_http_zk_lock_handler_refused(ngx_http_request_t *r,
     ngx_http_zk_lock_ctx_t *ctx);
 static ngx_int_t ngx_http_zk_lock_handler_block(ngx_http_request_t *r,
@@ -62,60 +69,49 @@ static ngx_int_t ngx_http_zk_lock_handler_block(ngx_http_request_t *r,
 static void ngx_http_zk_lock_handler_suspend(ngx_http_request_t *r);
 static void ngx_http_zk_lock_handler_test_writing(ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_handler_client_gone(ngx_http_request_t *r);
-static ngx_int_t ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
-    ngx_http_zk_lock_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
-    ngx_http_zk_lock_hold_t *want);
+    ngx_zk_lock_gate_hold_t *want);
 static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want);
-static void ngx_http_zk_lock_handler_told(ngx_zk_lock_node_t *node);
-static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold);
-static void ngx_http_zk_lock_handler_lost_count(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_event_e gone);
-static ngx_msec_t ngx_http_zk_lock_handler_spec_timeout(
-    ngx_http_zk_lock_loc_conf_t *llcf, ngx_http_zk_lock_spec_t *spec);
-static void ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_int_t rc, int error);
-static void ngx_http_zk_lock_handler_rewait(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t left);
-static void ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold);
-static void ngx_http_zk_lock_handler_session_handler(ngx_event_t *ev);
-static void ngx_http_zk_lock_handler_localize(void);
-static void ngx_http_zk_lock_handler_bypassed(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *want);
-static void ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx);
+    ngx_http_zk_lock_pass_t *pass);
+static void ngx_http_zk_lock_handler_end(ngx_zk_lock_gate_t *gate);
+static void ngx_http_zk_lock_handler_cut(ngx_zk_lock_gate_t *gate);
+static void ngx_http_zk_lock_handler_count(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
+    ngx_msec_t waited);
 static void ngx_http_zk_lock_handler_resume(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_cleanup(void *data);
-static void ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold);
 
 
-/* a lock's place in the local leases (zk_lock_fail local=) */
-#define ngx_http_zk_lock_local_index(lmcf, hold)                             \
-    (((ngx_http_zk_lock_metric_t *) (lmcf)->metrics->elts)                   \
-     [(hold)->spec->index].local)
+/* what the metrics count of the gate's events: none, the gate's "gone" */
 
-
-/* the requests of this worker that wait for a lock: ngx_http_zk_lock_ctx_t */
-static ngx_uint_t  ngx_http_zk_lock_nwaiting;
-static ngx_queue_t  ngx_http_zk_lock_waiters =
-    { &ngx_http_zk_lock_waiters, &ngx_http_zk_lock_waiters };
-
-/* posted when the worker's session is usable again, or gone */
-static ngx_event_t  ngx_http_zk_lock_handler_event;
+static ngx_http_zk_lock_event_e  ngx_http_zk_lock_handler_events[] = {
+    NGX_HTTP_ZK_LOCK_EV_NONE,
+    NGX_HTTP_ZK_LOCK_EV_ACQUIRED,
+    NGX_HTTP_ZK_LOCK_EV_TIMEOUT,
+    NGX_HTTP_ZK_LOCK_EV_ERROR,
+    NGX_HTTP_ZK_LOCK_EV_BYPASSED,
+    NGX_HTTP_ZK_LOCK_EV_REJECTED,
+    NGX_HTTP_ZK_LOCK_EV_LOST,
+    NGX_HTTP_ZK_LOCK_EV_REVOKED,
+    NGX_HTTP_ZK_LOCK_EV_NONE,
+    NGX_HTTP_ZK_LOCK_EV_LOCAL,
+    NGX_HTTP_ZK_LOCK_EV_WAIT,
+    NGX_HTTP_ZK_LOCK_EV_UNWAIT,
+    NGX_HTTP_ZK_LOCK_EV_REUSED,
+    NGX_HTTP_ZK_LOCK_EV_RELEASED
+};
 
 
 ngx_int_t
 ngx_http_zk_lock_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                     rc;
-    ngx_uint_t                    i, n;
-    ngx_http_zk_lock_ctx_t       *ctx;
-    ngx_http_zk_lock_hold_t      *want;
-    ngx_http_zk_lock_spec_t      *spec;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
+    ngx_int_t                      rc;
+    ngx_uint_t                     i, n;
+    ngx_zk_lock_gate_hold_t       *holds;
+    ngx_http_zk_lock_ctx_t        *ctx;
+    ngx_http_zk_lock_pass_t       *pass;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
 
@@ -126,43 +122,133 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
     ctx = ngx_http_zk_lock_handler_get_ctx(r);
 
     if (ctx) {
-        if (ctx->refused) {
-            rc = ngx_http_zk_lock_handler_refused(r, ctx);
-            if (rc != NGX_DECLINED) {
-                return rc;
-            }
-        }
-
-        if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
-
-            if (ctx->request == r) {
-                return NGX_AGAIN;
-            }
-
-            return ngx_http_zk_lock_handler_block(r, ctx);
-        }
-
-        if (ngx_http_zk_lock_handler_client_gone(r)) {
-            return NGX_HTTP_CLIENT_CLOSED_REQUEST;
-        }
-
-        if (ctx->status && ctx->request == r) {
-            rc = ctx->status;
-            ctx->status = 0;
+        rc = ngx_http_zk_lock_handler_again(r, ctx);
+        if (rc != NGX_DONE) {
             return rc;
         }
     }
 
-    spec = llcf->locks->elts;
-    n = llcf->locks->nelts;
+    rc = ngx_http_zk_lock_handler_want(r, ctx, &holds, &n);
+    if (rc != NGX_OK) {
+        return rc;
+    }
 
-    want = ngx_pcalloc(r->pool, n * sizeof(ngx_http_zk_lock_hold_t));
+    if (n == 0) {
+        /* all held already: a subrequest, an internal redirect */
+        return NGX_DECLINED;
+    }
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    if (lmcf->session == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (ctx == NULL) {
+        ctx = ngx_http_zk_lock_handler_create_ctx(r);
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
+    pass = ngx_http_zk_lock_handler_pass(r, ctx, holds, n);
+    if (pass == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (llcf->dry_run) {
+        ngx_http_zk_lock_handler_dry(pass);
+        return NGX_DECLINED;
+    }
+
+    for (i = 0; i < n; i++) {
+        if (ngx_http_zk_lock_handler_overweight(r, &holds[i])) {
+            ngx_zk_lock_gate_refuse(&pass->gate, i);
+            ngx_http_zk_lock_handler_remove(ctx, pass);
+            return llcf->status;
+        }
+    }
+
+    return ngx_http_zk_lock_handler_start(r, ctx, pass);
+}
+
+
+/*
+ * The client request has been here: a wait of one of its requests is
+ * on, or has just ended.  NGX_DONE: none, the locks are looked at.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_again(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx)
+{
+    ngx_int_t  rc;
+
+    if (ctx->refused) {
+        rc = ngx_http_zk_lock_handler_refused(r, ctx);
+        if (rc != NGX_DECLINED) {
+            return rc;
+        }
+    }
+
+    if (ctx->waiting) {
+
+        if (ctx->request == r) {
+            return NGX_AGAIN;
+        }
+
+        return ngx_http_zk_lock_handler_block(r, ctx);
+    }
+
+    if (ngx_http_zk_lock_handler_client_gone(r)) {
+        return NGX_HTTP_CLIENT_CLOSED_REQUEST;
+    }
+
+    if (ctx->status && ctx->request == r) {
+        rc = ctx->status;
+        ctx->status = 0;
+        return rc;
+    }
+
+    return NGX_DONE;
+}
+
+
+/*
+ * The location's locks, in one global order whatever the order of the
+ * directives (two locations that take the same locks cannot wait for
+ * each other), less those the client request holds
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_want(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_zk_lock_gate_hold_t **holds,
+    ngx_uint_t *n)
+{
+    ngx_int_t                      rc;
+    ngx_uint_t                     i, k;
+    ngx_zk_lock_gate_hold_t       *want;
+    ngx_http_zk_lock_spec_t       *spec;
+    ngx_http_zk_lock_metric_t     *metric;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+
+    spec = llcf->locks->elts;
+    metric = lmcf->metrics->elts;
+    k = llcf->locks->nelts;
+
+    want = ngx_pcalloc(r->main->pool, k * sizeof(ngx_zk_lock_gate_hold_t));
     if (want == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    for (i = 0; i < n; i++) {
-        want[i].spec = &spec[i];
+    for (i = 0; i < k; i++) {
+        want[i].lock = &spec[i].lock;
+        want[i].stat = spec[i].index;
+        want[i].local.index = metric[spec[i].index].local;
 
         rc = ngx_http_zk_lock_eval(r, &spec[i], &want[i]);
         if (rc != NGX_OK) {
@@ -170,57 +256,65 @@ ngx_http_zk_lock_handler(ngx_http_request_t *r)
         }
     }
 
-    /*
-     * One global order, whatever the order of the directives: two
-     * locations that take the same locks cannot wait for each other
-     */
-
-    if (n > 1) {
-        ngx_sort(want, n, sizeof(ngx_http_zk_lock_hold_t),
-                 ngx_http_zk_lock_eval_cmp);
+    if (k > 1) {
+        ngx_sort(want, k, sizeof(ngx_zk_lock_gate_hold_t),
+                 ngx_zk_lock_gate_cmp);
     }
 
-    for (i = 0; i < n; i++) {
+    for (i = 0, *n = 0; i < k; i++) {
 
-        if (ctx) {
-            switch (ngx_http_zk_lock_handler_holding(ctx, r, &want[i])) {
+        rc = ctx ? ngx_http_zk_lock_handler_holding(ctx, r, &want[i])
+                 : NGX_DECLINED;
 
-            case NGX_OK:
-                /* already taken, or re-entry: a subrequest, a redirect */
-                continue;
-
-            case NGX_BUSY:
-                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                              "%s \"%V\" with reentrant=off is already "
-                              "held by this request",
-                              ngx_http_zk_lock_directive(want[i].spec),
-                              &want[i].path);
-                return NGX_HTTP_INTERNAL_SERVER_ERROR;
-
-            case NGX_ABORT:
-                return NGX_HTTP_INTERNAL_SERVER_ERROR;
-
-            default:
-                break;
-            }
+        if (rc == NGX_DECLINED) {
+            want[*n] = want[i];
+            rc = ngx_http_zk_lock_handler_kept(r, want, *n + 1);
         }
 
-        if (ctx == NULL) {
-            ctx = ngx_http_zk_lock_handler_create_ctx(r);
-            if (ctx == NULL) {
-                return NGX_HTTP_INTERNAL_SERVER_ERROR;
-            }
+        switch (rc) {
+
+        case NGX_OK:
+            /* already taken, or re-entry: a subrequest, a redirect */
+            continue;
+
+        case NGX_BUSY:
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "%s \"%V\" with reentrant=off is already "
+                          "held by this request",
+                          ngx_zk_lock_gate_directive(&want[i]),
+                          &want[i].path);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+
+        case NGX_DECLINED:
+            (*n)++;
+            continue;
+
+        default:
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
+    }
 
-        if (ctx->pass_conf != llcf) {
-            ctx->pass_conf = llcf;
-            ctx->pass++;
-        }
+    *holds = want;
 
-        /* NGX_DONE: taken at once, locally, and on to the next one */
+    return NGX_OK;
+}
 
-        rc = ngx_http_zk_lock_handler_wait(r, ctx, &want[i]);
-        if (rc != NGX_DONE) {
+
+/*
+ * The last of n wanted is a re-entry of one before it, in the same
+ * location: the read lock where the write lock of its path is taken
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_handler_kept(ngx_http_request_t *r,
+    ngx_zk_lock_gate_hold_t *want, ngx_uint_t n)
+{
+    ngx_int_t   rc;
+    ngx_uint_t  i;
+
+    for (i = 0; i + 1 < n; i++) {
+        rc = ngx_http_zk_lock_handler_reenter(r, &want[i], &want[n - 1]);
+        if (rc != NGX_DECLINED) {
             return rc;
         }
     }
@@ -290,18 +384,14 @@ ngx_http_zk_lock_handler_create_ctx(ngx_http_request_t *r)
     ctx = cln->data;
     ngx_memzero(ctx, sizeof(ngx_http_zk_lock_ctx_t));
 
-    if (ngx_array_init(&ctx->holds, r->main->pool, 2,
-                       sizeof(ngx_http_zk_lock_hold_t))
+    if (ngx_array_init(&ctx->passes, r->main->pool, 2,
+                       sizeof(ngx_http_zk_lock_pass_t *))
         != NGX_OK)
     {
         return NULL;
     }
 
-    ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
     ctx->main = r->main;
-
-    ctx->timer.handler = ngx_http_zk_lock_handler_timeout_handler;
-    ctx->timer.data = ctx;
 
     cln->handler = ngx_http_zk_lock_handler_cleanup;
 
@@ -312,421 +402,249 @@ ngx_http_zk_lock_handler_create_ctx(ngx_http_request_t *r)
 
 
 /*
- * Re-entry is by path and recipe: the same kind of node, protocol and
- * number of leases; the owner of a write lock has the read lock on the same
- * path as well.  A lock taken with reentrant=off cannot be taken again
- * (Curator's InterProcessSemaphoreMutex would wait for itself): NGX_BUSY.
- * Another recipe on the nodes of a lock the request holds (a mutex where
- * it holds a semaphore, the write lock where it holds the read lock) would
- * wait behind the request's own node until its timeout: NGX_ABORT.  The
- * v2 protocol's nodes are below the path, apart from v1's: another lock.
+ * Whether the client request holds the lock already, in one of its
+ * passes: NGX_OK, a re-entry; NGX_DECLINED, to be taken; NGX_BUSY, held
+ * with reentrant=off by another of its requests (Curator's
+ * InterProcessSemaphoreMutex would wait for itself); NGX_ABORT, see
+ * reenter()
  */
 
 static ngx_int_t
 ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_request_t *r, ngx_http_zk_lock_hold_t *want)
+    ngx_http_request_t *r, ngx_zk_lock_gate_hold_t *want)
 {
-    ngx_uint_t                    i;
-    ngx_zk_lock_kind_e            a, b;
-    ngx_http_zk_lock_hold_t      *hold;
-    ngx_http_zk_lock_spec_t      *have;
+    ngx_int_t                     rc;
+    ngx_uint_t                    i, j;
+    ngx_zk_lock_gate_t           *gate;
+    ngx_zk_lock_gate_hold_t      *hold;
+    ngx_http_zk_lock_pass_t     **pass;
     ngx_http_zk_lock_loc_conf_t  *llcf;
 
-    hold = ctx->holds.elts;
-    b = ngx_zk_lock_types[want->spec->lock.type].kind;
+    pass = ctx->passes.elts;
 
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        have = hold[i].spec;
+    for (i = 0; i < ctx->passes.nelts; i++) {
+        gate = &pass[i]->gate;
 
-        if (hold[i].path.len != want->path.len
-            || ngx_strncmp(hold[i].path.data, want->path.data,
-                           want->path.len)
-               != 0
-            || have->lock.v2 != want->spec->lock.v2)
-        {
-            continue;
-        }
+        for (j = 0; j < gate->nholds; j++) {
+            hold = &gate->holds[j];
 
-        if (hold[i].dry) {
-            /* counted once; a location that enforces the lock takes it */
-            llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+            if (!ngx_http_zk_lock_handler_same(hold, want)) {
+                continue;
+            }
 
-            if (llcf->dry_run) {
+            if (pass[i]->dry) {
+                /* counted once; a location that enforces it takes it */
+                llcf = ngx_http_get_module_loc_conf(r,
+                                                    ngx_http_zk_lock_module);
+                if (llcf->dry_run) {
+                    return NGX_OK;
+                }
+
+                continue;
+            }
+
+            if ((gate->done && gate->result == NGX_ZK_LOCK_GATE_BYPASSED)
+                || hold->local.held)
+            {
+                /* let through unlocked, or locally: not held back again */
                 return NGX_OK;
             }
 
-            continue;
+            if (hold->node == NULL) {
+                /* lost with its session: no longer held, taken anew */
+                continue;
+            }
+
+            rc = ngx_http_zk_lock_handler_reenter(r, hold, want);
+
+            if (rc == NGX_OK && !want->lock->reentrant
+                && (pass[i]->request != r || pass[i]->epoch != ctx->epoch))
+            {
+                return NGX_BUSY;
+            }
+
+            return rc;
         }
-
-        if (hold[i].bypassed || hold[i].local) {
-            return NGX_OK;
-        }
-
-        if (hold[i].node == NULL) {
-            /* lost with its session: no longer held, taken anew */
-            continue;
-        }
-
-        a = ngx_zk_lock_types[have->lock.type].kind;
-
-        if (!(a == b && have->lock.leases == want->spec->lock.leases
-              && have->lock.counter.len == want->spec->lock.counter.len
-              && ngx_strncmp(have->lock.counter.data,
-                             want->spec->lock.counter.data,
-                             have->lock.counter.len)
-                 == 0)
-            && !(a == NGX_ZK_LOCK_WRITE && b == NGX_ZK_LOCK_READ))
-        {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "%s \"%V\" is another lock on the nodes of %s "
-                          "\"%V\", which this request holds",
-                          ngx_http_zk_lock_directive(want->spec),
-                          &want->path, ngx_http_zk_lock_directive(have),
-                          &hold[i].path);
-            return NGX_ABORT;
-        }
-
-        if (!want->spec->lock.reentrant
-            && (hold[i].request != r || hold[i].epoch != ctx->epoch))
-        {
-            return NGX_BUSY;
-        }
-
-        return NGX_OK;
     }
 
     return NGX_DECLINED;
 }
 
 
-
+/*
+ * Re-entry is by path and recipe: the same kind of node, protocol and
+ * number of leases; the owner of a write lock has the read lock on the
+ * same path as well.  Another recipe on the nodes of a lock the request
+ * holds (a mutex where it holds a semaphore, the write lock where it
+ * holds the read lock) would wait behind the request's own node until
+ * its timeout: NGX_ABORT.  The v2 protocol's nodes are below the path,
+ * apart from v1's: another lock.
+ */
 
 static ngx_int_t
-ngx_http_zk_lock_handler_wait(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+ngx_http_zk_lock_handler_reenter(ngx_http_request_t *r,
+    ngx_zk_lock_gate_hold_t *have, ngx_zk_lock_gate_hold_t *want)
 {
-    ngx_msec_t                     timeout;
-    ngx_http_zk_lock_hold_t       *hold;
-    ngx_http_zk_lock_spec_t       *spec;
-    ngx_http_zk_lock_loc_conf_t   *llcf;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
+    ngx_zk_lock_kind_e     a, b;
+    ngx_zk_lock_params_t  *h, *w;
 
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    h = have->lock;
+    w = want->lock;
 
-    if (lmcf->session == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    spec = want->spec;
-
-    if (llcf->dry_run) {
-        return ngx_http_zk_lock_handler_dry(r, ctx, want);
-    }
-
-    /*
-     * zk_lock_fail open: no waiting when ZooKeeper is known to be out of
-     * reach; a worker that is still making its first connection is not
-     */
-
-    if (lmcf->session->down && llcf->fail_open) {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "%s \"%V\" bypassed: no zookeeper connection",
-                      ngx_http_zk_lock_directive(spec), &want->path);
-
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
-        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
-        ngx_http_zk_lock_handler_bypassed(ctx, want);
-
+    if (!ngx_http_zk_lock_handler_same(have, want)) {
         return NGX_DECLINED;
     }
 
-    if (ngx_http_zk_lock_handler_full(r, want)) {
-        return ngx_http_zk_lock_handler_reject(r, ctx, want);
-    }
-
-    if (ngx_http_zk_lock_handler_overweight(r, want)) {
-        ngx_http_zk_lock_handler_give_back(ctx);
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_REJECTED;
-        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_REJECTED, 0);
-        return llcf->status;
-    }
-
-    hold = ngx_http_zk_lock_handler_push(r, ctx, want);
-    if (hold == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    /*
-     * local=<n>: only when the leases held through ZooKeeper no longer
-     * count; a session that only lost its connection still blocks others
-     * with its nodes, and a request waits for it in ZooKeeper's queue
-     */
-
-    if (llcf->fail_local && ngx_zk_lock_session_gone(lmcf->session)) {
-        return ngx_http_zk_lock_handler_local(r, ctx, want, hold);
-    }
-
-    timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, spec);
-
-    hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold, &hold->path,
-                                               timeout == 0,
-                                               ngx_http_zk_lock_handler_told);
-    if (hold->node == NULL) {
-        ctx->holds.nelts--;
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    if (hold->node->state == NGX_ZK_LOCK_HELD) {
-        /* a lease that the worker kept: no wait, no ZooKeeper call */
-
-        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "%s \"%V\": a kept lease",
-                       ngx_http_zk_lock_directive(spec), &hold->path);
-
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_ACQUIRED;
-        ctx->wait_time = 0;
-        hold->counted = 1;
-        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
-        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_ACQUIRED, 0);
-        ngx_http_zk_lock_metrics_count(spec, NGX_HTTP_ZK_LOCK_EV_REUSED, 0);
-
-        return NGX_DONE;
-    }
-
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "%s \"%V\" leases:%ui: waiting",
-                   ngx_http_zk_lock_directive(spec), &hold->path,
-                   spec->lock.leases);
-
-    if (timeout == 0) {
-
-        /*
-         * a try: answered by the first listing that shows its node (see
-         * ngx_zk_lock_try()), and bounded by the session's timeout
-         * in case ZooKeeper never answers; a worker that is still making
-         * its first connection (a reload under traffic) is waited for
-         * the same way, one known to be cut off is not
-         */
-
-        timeout = lmcf->session->down ? 0 : lmcf->zk.session_timeout;
-    }
-
-    ngx_http_zk_lock_handler_await(r, ctx, timeout);
-
-    return NGX_AGAIN;
-}
-
-
-/* the request waits for its last hold, up to "timeout" */
-
-static void
-ngx_http_zk_lock_handler_await(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_msec_t timeout)
-{
-    ngx_http_zk_lock_hold_t  *hold;
-
-    hold = ctx->holds.elts;
-
-    ctx->request = r;
-    ctx->status = 0;
-    ctx->timer.log = r->connection->log;
-
-    ngx_http_zk_lock_handler_rewait(ctx, &hold[ctx->holds.nelts - 1],
-                                    timeout);
-
-    ngx_http_zk_lock_handler_suspend(r);
-}
-
-
-/*
- * zk_lock_fail local=<n>: no usable session, and a lease of the instance
- * instead (see ngx_zk_lock_local.c), at once or in turn.  NGX_DONE:
- * taken at once.
- */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_local(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want,
-    ngx_http_zk_lock_hold_t *hold)
-{
-    ngx_int_t                     rc;
-    ngx_msec_t                    timeout;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
-
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-
-    rc = ngx_http_zk_lock_handler_take_local(ctx, hold, llcf->fail_local);
-
-    if (rc == NGX_OK) {
-        ngx_http_zk_lock_handler_local_held(ctx, hold, 0);
-        return NGX_DONE;
-    }
-
-    if (rc == NGX_AGAIN) {
-        timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec);
-        ngx_http_zk_lock_handler_await(r, ctx, timeout);
-        return NGX_AGAIN;
-    }
-
-    /* too many wait: the hold goes with the location's others */
-
-    return ngx_http_zk_lock_handler_reject(r, ctx, want);
-}
-
-
-/* the request's place in a lock, to be taken */
-
-static ngx_http_zk_lock_hold_t *
-ngx_http_zk_lock_handler_push(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
-{
-    ngx_http_zk_lock_hold_t      *hold;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
-
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-
-    hold = ngx_array_push(&ctx->holds);
-    if (hold == NULL) {
-        return NULL;
-    }
-
-    *hold = *want;
-    hold->node = NULL;
-    hold->local = NULL;
-    hold->pass = ctx->pass;
-    hold->request = r;
-    hold->epoch = ctx->epoch;
-    hold->abort = llcf->lost_abort;
-
-    return hold;
-}
-
-
-static ngx_int_t
-ngx_http_zk_lock_handler_take_local(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_uint_t n)
-{
-    ngx_zk_lock_local_t           *l;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
-
-    lmcf = ngx_http_get_module_main_conf(ctx->main, ngx_http_zk_lock_module);
-
-    l = ngx_pcalloc(ctx->main->pool, sizeof(ngx_zk_lock_local_t));
-    if (l == NULL) {
-        return NGX_ERROR;
-    }
-
-    l->index = ngx_http_zk_lock_local_index(lmcf, hold);
-    l->owner = lmcf->session;
-    l->n = n;
-    l->handler = ngx_http_zk_lock_handler_local_granted;
-    l->data = ctx;
-
-    hold->local = l;
-
-    return ngx_zk_lock_local_take(l);
-}
-
-
-/* a request's wait ends, however: how long it was */
-
-static ngx_msec_t
-ngx_http_zk_lock_handler_unwait(ngx_http_zk_lock_ctx_t *ctx)
-{
-    ngx_msec_t  waited;
-
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
-
-    ctx->waiting = NGX_HTTP_ZK_LOCK_NONE;
-    ngx_http_zk_lock_nwaiting--;
-    ngx_queue_remove(&ctx->queue);
-    waited = ngx_current_msec - ctx->started;
-    ctx->wait_time += waited;
-
-    return waited;
-}
-
-
-/*
- * A local lease came to a waiting request, or the worker's session is
- * usable again and none will (l->held is 0): the request waits in
- * ZooKeeper's queue for the rest of its timeout
- */
-
-static void
-ngx_http_zk_lock_handler_local_granted(ngx_zk_lock_local_t *l)
-{
-    ngx_msec_t                waited;
-    ngx_http_zk_lock_ctx_t   *ctx;
-    ngx_http_zk_lock_hold_t  *hold;
-
-    ctx = l->data;
-    hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
-
-    if (!l->held) {
-        hold->local = NULL;
-        ngx_http_zk_lock_handler_queue(ctx, hold);
-        return;
-    }
-
-    waited = ngx_http_zk_lock_handler_unwait(ctx);
-
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
-    ngx_http_zk_lock_handler_local_held(ctx, hold, waited);
-
-    ctx->status = 0;
-    ngx_http_zk_lock_handler_resume(ctx);
-}
-
-
-static void
-ngx_http_zk_lock_handler_local_held(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited)
-{
-    ngx_http_request_t            *r;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
-
-    r = hold->request;
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-
-    if (ngx_zk_lock_local_warn(ngx_http_zk_lock_local_index(lmcf, hold),
-                                    lmcf->session->generation
-                                    + lmcf->session->reconnects))
+    a = ngx_zk_lock_types[h->type].kind;
+    b = ngx_zk_lock_types[w->type].kind;
+
+    if ((a == b && h->leases == w->leases
+         && h->counter.len == w->counter.len
+         && ngx_strncmp(h->counter.data, w->counter.data, h->counter.len)
+            == 0)
+        || (a == NGX_ZK_LOCK_WRITE && b == NGX_ZK_LOCK_READ))
     {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "%s \"%V\" passed with a local lease: no zookeeper "
-                      "connection", ngx_http_zk_lock_directive(hold->spec),
-                      &hold->path);
+        return NGX_OK;
     }
 
-    ctx->result = NGX_HTTP_ZK_LOCK_EV_LOCAL;
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_LOCAL,
-                                   waited);
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "%s \"%V\" is another lock on the nodes of %s \"%V\", "
+                  "which this request holds",
+                  ngx_zk_lock_gate_directive(want), &want->path,
+                  ngx_zk_lock_gate_directive(have), &have->path);
+
+    return NGX_ABORT;
 }
 
 
-/* the request's node in a lock, to wait for, whichever way it comes */
+/* on the same nodes: the same path, and the same protocol */
 
-static ngx_zk_lock_node_t *
-ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *hold,
-    ngx_str_t *path, ngx_uint_t try, ngx_zk_lock_notify_pt notify)
+static ngx_uint_t
+ngx_http_zk_lock_handler_same(ngx_zk_lock_gate_hold_t *a,
+    ngx_zk_lock_gate_hold_t *b)
 {
-    ngx_str_t                      info;
+    return a->path.len == b->path.len
+           && ngx_strncmp(a->path.data, b->path.data, a->path.len) == 0
+           && a->lock->v2 == b->lock->v2;
+}
+
+
+/* the locks a location takes together, in a gate of their own */
+
+static ngx_http_zk_lock_pass_t *
+ngx_http_zk_lock_handler_pass(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_zk_lock_gate_hold_t *holds,
+    ngx_uint_t n)
+{
+    ngx_zk_lock_gate_t            *gate;
+    ngx_http_zk_lock_pass_t       *pass, **pp;
+    ngx_http_zk_lock_loc_conf_t   *llcf;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
-    if (ngx_http_zk_lock_eval_info(r, &info) != NGX_OK) {
+    /* the gate's timer and queue are its own: not in a growing array */
+
+    pass = ngx_pcalloc(r->main->pool, sizeof(ngx_http_zk_lock_pass_t));
+    if (pass == NULL) {
         return NULL;
     }
 
-    return ngx_zk_lock_get(lmcf->session, &hold->spec->lock, path,
-                           hold->weight, &info, try, notify, ctx,
-                           r->connection->log);
+    pass->ctx = ctx;
+    pass->conf = llcf;
+    pass->request = r;
+    pass->epoch = ctx->epoch;
+
+    gate = &pass->gate;
+
+    if (ngx_http_zk_lock_eval_info(r, &gate->info) != NGX_OK) {
+        return NULL;
+    }
+
+    gate->session = lmcf->session;
+    gate->holds = holds;
+    gate->nholds = n;
+    gate->timeout = llcf->timeout;
+    gate->log_level = llcf->log_level;
+    gate->max_waiting = lmcf->max_waiting;
+    gate->waiters = &lmcf->waiters;
+    gate->fail_open = llcf->fail_open;
+    gate->fail_local = llcf->fail_local;
+    gate->lost_abort = llcf->lost_abort;
+    gate->handler = ngx_http_zk_lock_handler_end;
+    gate->lost = ngx_http_zk_lock_handler_cut;
+    gate->count = ngx_http_zk_lock_handler_count;
+    gate->data = pass;
+    gate->log = r->connection->log;
+    gate->noun = "request";
+    gate->cut = "aborting the request";
+
+    pp = ngx_array_push(&ctx->passes);
+    if (pp == NULL) {
+        return NULL;
+    }
+
+    *pp = pass;
+
+    return pass;
+}
+
+
+static ngx_int_t
+ngx_http_zk_lock_handler_start(ngx_http_request_t *r,
+    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_pass_t *pass)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_zk_lock_gate_start(&pass->gate);
+
+    switch (rc) {
+
+    case NGX_OK:
+        ctx->wait_time += pass->gate.wait_time;
+        return NGX_DECLINED;
+
+    case NGX_AGAIN:
+        ctx->waiting = pass;
+        ctx->request = r;
+        ctx->status = 0;
+
+        ngx_http_zk_lock_handler_suspend(r);
+        return NGX_AGAIN;
+
+    case NGX_DECLINED:
+        ngx_http_zk_lock_handler_remove(ctx, pass);
+        return ngx_http_zk_lock_handler_reject(r, pass);
+
+    default:
+        ngx_http_zk_lock_handler_remove(ctx, pass);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+}
+
+
+/* a pass that failed holds nothing: a redirect to it takes it anew */
+
+static void
+ngx_http_zk_lock_handler_remove(ngx_http_zk_lock_ctx_t *ctx,
+    ngx_http_zk_lock_pass_t *pass)
+{
+    ngx_uint_t                 i;
+    ngx_http_zk_lock_pass_t  **pp;
+
+    ngx_zk_lock_gate_done(&pass->gate);
+
+    pp = ctx->passes.elts;
+
+    for (i = 0; i < ctx->passes.nelts; i++) {
+        if (pp[i] == pass) {
+            ngx_memmove(&pp[i], &pp[i + 1],
+                        (ctx->passes.nelts - i - 1) * sizeof(pass));
+            ctx->passes.nelts--;
+            return;
+        }
+    }
 }
 
 
@@ -741,45 +659,44 @@ ngx_http_zk_lock_handler_step(ngx_http_request_t *r,
  * answers; until then the status is DRY_RUN.
  */
 
-static ngx_int_t
-ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+static void
+ngx_http_zk_lock_handler_dry(ngx_http_zk_lock_pass_t *pass)
 {
-    u_char                        *p;
-    ngx_str_t                      path;
-    ngx_http_zk_lock_hold_t       *hold;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
+    u_char                   *p;
+    ngx_str_t                 path;
+    ngx_uint_t                i;
+    ngx_zk_lock_gate_t       *gate;
+    ngx_zk_lock_gate_hold_t  *hold;
 
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
+    gate = &pass->gate;
+    pass->dry = 1;
 
-    hold = ngx_http_zk_lock_handler_push(r, ctx, want);
-    if (hold == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    for (i = 0; i < gate->nholds; i++) {
+        hold = &gate->holds[i];
+
+        pass->ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_RUN;
+        ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec(hold),
+                                       NGX_HTTP_ZK_LOCK_EV_DRY_RUN, 0);
+
+        if (gate->session->down) {
+            /* nothing to try: what the lock would have done is not known */
+            continue;
+        }
+
+        path.len = hold->path.len + sizeof(".dry-run") - 1;
+        path.data = ngx_pnalloc(pass->ctx->main->pool, path.len);
+        if (path.data == NULL) {
+            continue;
+        }
+
+        p = ngx_cpymem(path.data, hold->path.data, hold->path.len);
+        ngx_memcpy(p, ".dry-run", sizeof(".dry-run") - 1);
+
+        hold->node = ngx_zk_lock_get(gate->session, hold->lock, &path,
+                                     hold->weight, &gate->info, 1,
+                                     ngx_http_zk_lock_handler_dry_told, pass,
+                                     gate->log);
     }
-
-    hold->dry = 1;
-
-    ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_RUN;
-    ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_EV_DRY_RUN, 0);
-
-    if (lmcf->session->down) {
-        /* nothing to try: what the lock would have done is not known */
-        return NGX_DONE;
-    }
-
-    path.len = want->path.len + sizeof(".dry-run") - 1;
-    path.data = ngx_pnalloc(r->pool, path.len);
-    if (path.data == NULL) {
-        return NGX_DONE;
-    }
-
-    p = ngx_cpymem(path.data, want->path.data, want->path.len);
-    ngx_memcpy(p, ".dry-run", sizeof(".dry-run") - 1);
-
-    hold->node = ngx_http_zk_lock_handler_step(r, ctx, hold, &path, 1,
-                                           ngx_http_zk_lock_handler_dry_told);
-
-    return NGX_DONE;
 }
 
 
@@ -788,27 +705,21 @@ ngx_http_zk_lock_handler_dry(ngx_http_request_t *r,
 static void
 ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node)
 {
-    ngx_uint_t                    i;
-    ngx_http_zk_lock_ctx_t       *ctx;
-    ngx_http_zk_lock_hold_t      *hold;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
+    ngx_zk_lock_gate_t       *gate;
+    ngx_zk_lock_gate_hold_t  *hold;
+    ngx_http_zk_lock_pass_t  *pass;
 
-    ctx = node->data;
-    hold = ctx->holds.elts;
+    pass = node->data;
+    gate = &pass->gate;
+    hold = ngx_zk_lock_gate_find(gate, node);
 
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        if (hold[i].node == node) {
-            break;
-        }
-    }
-
-    if (i == ctx->holds.nelts) {
+    if (hold == NULL) {
         return;
     }
 
     if (node->state == NGX_ZK_LOCK_HELD && node->error == 0) {
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED;
-        ngx_http_zk_lock_metrics_count(hold[i].spec,
+        pass->ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED;
+        ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec(hold),
                                        NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED, 0);
         return;
     }
@@ -816,29 +727,17 @@ ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node)
     /* would wait; or lost, or failed: nothing more to learn from it */
 
     if (node->error == NGX_ZK_LOCK_BUSY) {
-        llcf = ctx->pass_conf;
-
-        ngx_log_error(llcf->log_level, ctx->main->connection->log, 0,
+        ngx_log_error(pass->conf->log_level, gate->log, 0,
                       "%s \"%V\" would have waited, dry run",
-                      ngx_http_zk_lock_directive(hold[i].spec),
-                      &hold[i].path);
+                      ngx_zk_lock_gate_directive(hold), &hold->path);
 
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_WAITED;
-        ngx_http_zk_lock_metrics_count(hold[i].spec,
+        pass->ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_WAITED;
+        ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec(hold),
                                        NGX_HTTP_ZK_LOCK_EV_DRY_WAITED, 0);
     }
 
-    hold[i].node = NULL;
+    hold->node = NULL;
     ngx_zk_lock_release(node);
-}
-
-
-static ngx_msec_t
-ngx_http_zk_lock_handler_spec_timeout(ngx_http_zk_lock_loc_conf_t *llcf,
-    ngx_http_zk_lock_spec_t *spec)
-{
-    return (spec->lock.timeout != NGX_CONF_UNSET_MSEC) ? spec->lock.timeout
-                                                  : llcf->timeout;
 }
 
 
@@ -960,43 +859,6 @@ ngx_http_zk_lock_handler_client_gone(ngx_http_request_t *r)
 
 
 /*
- * max_waiting counts the requests of this worker that wait on the path
- * (for Curator's semaphore v2: on its mutex and for a lease), so that the
- * check costs no ZooKeeper call; zk_lock_max_waiting all of them
- */
-
-static ngx_int_t
-ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
-    ngx_http_zk_lock_hold_t *want)
-{
-    ngx_uint_t                     n;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
-
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-
-    /*
-     * By default as many as the worker has connections: a waiter is a
-     * request, and one HTTP/2 connection carries up to 128 of them
-     */
-
-    n = lmcf->max_waiting ? lmcf->max_waiting : ngx_cycle->connection_n;
-
-    if (ngx_http_zk_lock_nwaiting >= n) {
-        return 1;
-    }
-
-    if (want->spec->lock.max_waiting == 0) {
-        return 0;
-    }
-
-    n = ngx_zk_lock_get_waiting(lmcf->session, &want->spec->lock,
-                                &want->path, want->weight);
-
-    return n >= want->spec->lock.max_waiting;
-}
-
-
-/*
  * A weight above the lease count read from ZooKeeper could not hold until
  * the count grows, and its nodes would stand in the queue ahead of
  * everybody else meanwhile: the status at once, no node
@@ -1004,28 +866,28 @@ ngx_http_zk_lock_handler_full(ngx_http_request_t *r,
 
 static ngx_int_t
 ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
-    ngx_http_zk_lock_hold_t *want)
+    ngx_zk_lock_gate_hold_t *want)
 {
     ngx_uint_t                     leases;
-    ngx_http_zk_lock_spec_t       *spec;
+    ngx_zk_lock_params_t          *lp;
     ngx_zk_lock_counter_t         *c;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
-    spec = want->spec;
+    lp = want->lock;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
 
     /* a worker without a session reads no count: its broker's queue waits */
 
-    if (want->weight == 1 || spec->lock.counter.len == 0
+    if (want->weight == 1 || lp->counter.len == 0
         || lmcf->session->brokered)
     {
         return 0;
     }
 
-    c = ngx_zk_lock_counter(lmcf->session, &spec->lock.counter);
+    c = ngx_zk_lock_counter(lmcf->session, &lp->counter);
 
-    leases = (c && c->value) ? c->value : spec->lock.leases;
+    leases = (c && c->value) ? c->value : lp->leases;
 
     if (want->weight <= leases) {
         return 0;
@@ -1033,341 +895,85 @@ ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
 
     ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                   "%s \"%V\" rejected: weight %ui is more than the %ui "
-                  "leases of \"%V\"", ngx_http_zk_lock_directive(spec),
-                  &want->path, want->weight, leases, &spec->lock.counter);
+                  "leases of \"%V\"", ngx_zk_lock_gate_directive(want),
+                  &want->path, want->weight, leases, &lp->counter);
 
     return 1;
 }
 
 
-/* the queue is full: no node, the status at once, and when to come back */
+/* refused at once: the queue is full, and when to come back */
 
 static ngx_int_t
 ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
-    ngx_http_zk_lock_ctx_t *ctx, ngx_http_zk_lock_hold_t *want)
+    ngx_http_zk_lock_pass_t *pass)
 {
     time_t                        sec;
+    ngx_msec_t                    timeout;
     ngx_table_elt_t              *h;
+    ngx_zk_lock_gate_hold_t      *hold;
     ngx_http_zk_lock_loc_conf_t  *llcf;
 
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    llcf = pass->conf;
+    hold = &pass->gate.holds[pass->gate.next];
 
-    ngx_log_error(llcf->log_level, r->connection->log, 0,
-                  "%s \"%V\" rejected: too many requests waiting",
-                  ngx_http_zk_lock_directive(want->spec), &want->path);
-
-    ngx_http_zk_lock_handler_give_back(ctx);
-    ctx->result = NGX_HTTP_ZK_LOCK_EV_REJECTED;
-    ngx_http_zk_lock_metrics_count(want->spec, NGX_HTTP_ZK_LOCK_EV_REJECTED, 0);
-
-    if (llcf->status == NGX_HTTP_TOO_MANY_REQUESTS
-        || llcf->status == NGX_HTTP_SERVICE_UNAVAILABLE)
+    if (pass->gate.result != NGX_ZK_LOCK_GATE_REJECTED
+        || (llcf->status != NGX_HTTP_TOO_MANY_REQUESTS
+            && llcf->status != NGX_HTTP_SERVICE_UNAVAILABLE))
     {
-        h = ngx_list_push(&r->headers_out.headers);
-        if (h == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        /* a waiter's time: by then the queue has moved */
-
-        sec = ngx_http_zk_lock_handler_spec_timeout(llcf, want->spec) / 1000;
-
-        h->value.data = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
-        if (h->value.data == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        h->hash = 1;
-#if (nginx_version >= 1023000)
-        h->next = NULL;     /* same-name headers are linked since 1.23 */
-#endif
-        ngx_str_set(&h->key, "Retry-After");
-        h->value.len = ngx_sprintf(h->value.data, "%T", ngx_max(sec, 1))
-                       - h->value.data;
+        return llcf->status;
     }
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* a waiter's time: by then the queue has moved */
+
+    timeout = (hold->lock->timeout != NGX_CONF_UNSET_MSEC) ? hold->lock->timeout
+                                                           : llcf->timeout;
+    sec = timeout / 1000;
+
+    h->value.data = ngx_pnalloc(r->pool, NGX_TIME_T_LEN);
+    if (h->value.data == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    h->hash = 1;
+#if (nginx_version >= 1023000)
+    h->next = NULL;     /* same-name headers are linked since 1.23 */
+#endif
+    ngx_str_set(&h->key, "Retry-After");
+    h->value.len = ngx_sprintf(h->value.data, "%T", ngx_max(sec, 1))
+                   - h->value.data;
 
     return llcf->status;
 }
 
 
+/* the pass's wait is over: its request runs its phases again */
+
 static void
-ngx_http_zk_lock_handler_told(ngx_zk_lock_node_t *node)
+ngx_http_zk_lock_handler_end(ngx_zk_lock_gate_t *gate)
 {
-    ngx_uint_t                i, abort;
-    ngx_connection_t         *c;
     ngx_http_zk_lock_ctx_t   *ctx;
-    ngx_http_zk_lock_hold_t  *hold, *w;
+    ngx_http_zk_lock_pass_t  *pass;
 
-    ctx = node->data;
-    hold = ctx->holds.elts;
+    pass = gate->data;
+    ctx = pass->ctx;
 
-    if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
-        w = &hold[ctx->waiting];
+    ctx->waiting = NULL;
+    ctx->wait_time += gate->wait_time;
 
-        if (node == w->node) {
-
-            /* a node that came to hold in jeopardy is not had */
-
-            if (node->state == NGX_ZK_LOCK_HELD
-                && node->error != NGX_ZK_LOCK_JEOPARDY)
-            {
-                ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
-
-            } else {
-                ngx_http_zk_lock_handler_done(ctx, NGX_ERROR, node->error);
-            }
-
-            return;
-        }
-    }
-
-    /* a lock that was held is gone */
-
-    abort = 0;
-
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        if (hold[i].node == node) {
-            abort |= ngx_http_zk_lock_handler_lost(ctx, &hold[i]);
-        }
-    }
-
-    if (abort) {
-
-        /*
-         * zk_lock_lost abort: the request is cut off the way a client
-         * abort cuts it off, by whatever handles the request's events
-         * (an upstream finalizes with 499, a write fails); finalizing it
-         * from here would free it under the upstream's own cleanup
-         */
-
-        c = ctx->main->connection;
-        c->error = 1;
-
-        if (!c->read->posted) {
-            ngx_post_event(c->read, &ngx_posted_events);
-        }
-
-        if (!c->write->posted) {
-            ngx_post_event(c->write, &ngx_posted_events);
-        }
-    }
-}
-
-
-static void
-ngx_http_zk_lock_handler_timeout_handler(ngx_event_t *ev)
-{
-    ngx_http_zk_lock_handler_done(ev->data, NGX_DECLINED, 0);
-}
-
-
-/*
- * A held lock is gone: revoked (the request is cut off, whatever
- * zk_lock_lost says), its session expired, or it may expire unheard of
- * (see session_probe_handler()).  Returns whether to abort the request.
- */
-
-static ngx_uint_t
-ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold)
-{
-    int                       error;
-    ngx_log_t                *log;
-    ngx_uint_t                abort;
-    ngx_zk_lock_node_t       *node;
-    ngx_http_zk_lock_event_e  gone;
-
-    node = hold->node;
-    error = node->error;
-    log = ctx->main->connection->log;
-    abort = hold->abort;
-    gone = NGX_HTTP_ZK_LOCK_EV_LOST;
-
-    switch (error) {
-
-    case NGX_ZK_LOCK_REVOKED:
-        ngx_log_error(NGX_LOG_WARN, log, 0,
-                      "%s \"%V\" revoked while held: node \"%s/%s\", "
-                      "aborting the request",
-                      ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                      ngx_zk_lock_node_path(node), node->name);
-
-        abort = 1;
-        gone = NGX_HTTP_ZK_LOCK_EV_RELEASED;
-        break;
-
-    case NGX_ZK_LOCK_JEOPARDY:
-        ngx_log_error(NGX_LOG_ERR, log, 0,
-                      "%s \"%V\" lost while held: no word from zookeeper, "
-                      "the session may expire%s",
-                      ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                      abort ? ", aborting the request"
-                            : ", its node is kept until the request ends");
-
-        if (!abort) {
-
-            /*
-             * zk_lock_lost finish: the request goes on, and while the
-             * session lives nobody else may have the lock; its node goes
-             * when the request ends, or with the session
-             */
-
-            ngx_http_zk_lock_handler_lost_count(ctx, hold, gone);
-            return 0;
-        }
-
-        break;
-
-    default:
-        ngx_log_error(NGX_LOG_ERR, log, 0,
-                      "%s \"%V\" lost while held (%d: %s)%s",
-                      ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                      error, zerror(error),
-                      abort ? ", aborting the request" : "");
-    }
-
-    /* it may be freed */
-
-    ngx_zk_lock_release(node);
-    hold->node = NULL;
-
-    ngx_http_zk_lock_handler_lost_count(ctx, hold, gone);
-
-    if (error == NGX_ZK_LOCK_REVOKED) {
-        ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_EV_REVOKED, 0);
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
-    }
-
-    return abort;
-}
-
-
-static void
-ngx_http_zk_lock_handler_lost_count(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_http_zk_lock_event_e gone)
-{
-    if (hold->counted) {
-        hold->counted = 0;
-        ngx_http_zk_lock_metrics_count(hold->spec, gone, 0);
-    }
-
-    ctx->result = NGX_HTTP_ZK_LOCK_EV_LOST;
-}
-
-
-static void
-ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
-    int error)
-{
-    ngx_msec_t                     waited;
-    ngx_http_request_t            *r;
-    ngx_http_zk_lock_hold_t       *hold;
-    ngx_http_zk_lock_loc_conf_t   *llcf;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
-
-    r = ctx->request;
-    hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-
-    if (rc == NGX_ERROR && error == NGX_ZK_LOCK_BUSY) {
-        rc = NGX_DECLINED;      /* a try that found the lock taken */
-    }
-
-    waited = ngx_http_zk_lock_handler_unwait(ctx);
-
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-
-    if (rc == NGX_OK) {
-        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "%s \"%V\" acquired after %Mms",
-                      ngx_http_zk_lock_directive(hold->spec),
-                      &hold->path, waited);
-
-        ctx->result = NGX_HTTP_ZK_LOCK_EV_ACQUIRED;
-        hold->counted = 1;
-        ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_EV_ACQUIRED, waited);
-
-        if (hold->node->reused) {
-            /* handed over in the worker: another request's kept lease */
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_REUSED, 0);
-        }
-
-    } else if (hold->local == NULL
-               && (llcf->fail_open || llcf->fail_local)
-               && (rc == NGX_DECLINED ? !lmcf->session->connected
-                                      : ngx_zk_lock_session_error(error)))
-    {
-        ngx_http_zk_lock_handler_fail_late(ctx, hold, waited,
-                                           rc == NGX_DECLINED
-                                           ? "no zookeeper connection"
-                                           : zerror(error));
-        return;
+    if (gate->done) {
+        ctx->status = NGX_DECLINED;
 
     } else {
+        ctx->status = (gate->error == NGX_ZK_LOCK_FOREIGN)
+                      ? NGX_HTTP_BAD_REQUEST : (ngx_int_t) pass->conf->status;
 
-        if (rc == NGX_DECLINED && lmcf->session->connected) {
-            ngx_log_error(llcf->log_level, r->connection->log, 0,
-                          "%s \"%V\" not acquired in %Mms",
-                          ngx_http_zk_lock_directive(hold->spec),
-                          &hold->path, waited);
-
-            ctx->result = NGX_HTTP_ZK_LOCK_EV_TIMEOUT;
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_TIMEOUT, 0);
-
-        } else if (rc == NGX_DECLINED) {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "%s \"%V\" not acquired in %Mms: "
-                          "no zookeeper connection",
-                          ngx_http_zk_lock_directive(hold->spec),
-                          &hold->path, waited);
-
-            ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
-
-        } else if (error == NGX_ZK_LOCK_FOREIGN) {
-            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                          "%s \"%V\" refused: its variable names a node "
-                          "that is no lock's (ephemeral, or with data)",
-                          ngx_http_zk_lock_directive(hold->spec),
-                          &hold->path);
-
-            ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
-
-        } else if (error == NGX_ZK_LOCK_REVOKED) {
-            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                          "%s \"%V\" revoked while waiting: node \"%s/%s\"",
-                          ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                          ngx_zk_lock_node_path(hold->node),
-                          hold->node->name);
-
-            ctx->result = NGX_HTTP_ZK_LOCK_EV_REVOKED;
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_REVOKED, 0);
-
-        } else {
-            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                          "%s \"%V\" failed (%d: %s)",
-                          ngx_http_zk_lock_directive(hold->spec),
-                          &hold->path, error, zerror(error));
-
-            ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
-            ngx_http_zk_lock_metrics_count(hold->spec,
-                                           NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
-        }
-
-        ngx_http_zk_lock_handler_give_back(ctx);
-
-        ctx->status = (error == NGX_ZK_LOCK_FOREIGN)
-                      ? NGX_HTTP_BAD_REQUEST : (ngx_int_t) llcf->status;
+        ngx_http_zk_lock_handler_remove(ctx, pass);
     }
 
     ngx_http_zk_lock_handler_resume(ctx);
@@ -1375,292 +981,55 @@ ngx_http_zk_lock_handler_done(ngx_http_zk_lock_ctx_t *ctx, ngx_int_t rc,
 
 
 /*
- * A request that waited for ZooKeeper has no usable session: zk_lock_fail
- * open lets it through, local=<n> gives it a local lease
+ * zk_lock_lost abort: the request is cut off the way a client abort cuts
+ * it off, by whatever handles the request's events (an upstream
+ * finalizes with 499, a write fails); finalizing it from here would free
+ * it under the upstream's own cleanup
  */
 
 static void
-ngx_http_zk_lock_handler_fail_late(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited, const char *why)
+ngx_http_zk_lock_handler_cut(ngx_zk_lock_gate_t *gate)
 {
-    ngx_http_request_t           *r;
-    ngx_http_zk_lock_hold_t       bypass;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
+    ngx_connection_t         *c;
+    ngx_http_zk_lock_pass_t  *pass;
 
-    r = ctx->request;
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
+    pass = gate->data;
+    c = pass->ctx->main->connection;
 
-    if (llcf->fail_local) {
-        ngx_http_zk_lock_handler_to_local(ctx, hold, waited);
+    c->error = 1;
+
+    if (!c->read->posted) {
+        ngx_post_event(c->read, &ngx_posted_events);
+    }
+
+    if (!c->write->posted) {
+        ngx_post_event(c->write, &ngx_posted_events);
+    }
+}
+
+
+/* the metrics, and $zk_lock_status */
+
+static void
+ngx_http_zk_lock_handler_count(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
+    ngx_msec_t waited)
+{
+    ngx_http_zk_lock_event_e  ev;
+    ngx_http_zk_lock_pass_t  *pass;
+
+    pass = gate->data;
+    ev = ngx_http_zk_lock_handler_events[event];
+
+    if (ev == NGX_HTTP_ZK_LOCK_EV_NONE) {
         return;
     }
 
-    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                  "%s \"%V\" bypassed after %Mms: %s",
-                  ngx_http_zk_lock_directive(hold->spec), &hold->path,
-                  waited, why);
-
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_BYPASSED, 0);
-
-    bypass = *hold;
-    ngx_http_zk_lock_handler_give_back(ctx);
-    ngx_http_zk_lock_handler_bypassed(ctx, &bypass);
-
-    ctx->result = NGX_HTTP_ZK_LOCK_EV_BYPASSED;
-    ctx->status = NGX_DECLINED;
-
-    ngx_http_zk_lock_handler_resume(ctx);
-}
-
-
-/*
- * zk_lock_fail local=<n>, for a request that waited for ZooKeeper: the
- * session is gone, a local lease instead, for the rest of its timeout
- */
-
-static void
-ngx_http_zk_lock_handler_to_local(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t waited)
-{
-    ngx_int_t                      rc;
-    ngx_msec_t                     timeout;
-    ngx_http_request_t            *r;
-    ngx_http_zk_lock_loc_conf_t   *llcf;
-    ngx_http_zk_lock_main_conf_t  *lmcf;
-
-    r = ctx->request;
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_zk_lock_module);
-    timeout = ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec);
-
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
-
-    if (hold->node) {
-        ngx_zk_lock_release(hold->node);
-        hold->node = NULL;
+    if (event <= NGX_ZK_LOCK_GATE_LOCAL) {
+        pass->ctx->result = ev;
     }
 
-    if (!ngx_zk_lock_session_gone(lmcf->session)) {
-
-        /*
-         * the session expired and a new one is being made, or the
-         * connection is only lost: no local lease beside the leases
-         * held through ZooKeeper, the rest of the wait is in its queue
-         */
-
-        if (waited < timeout) {
-            ngx_http_zk_lock_handler_rewait(ctx, hold, timeout - waited);
-            ngx_http_zk_lock_handler_queue(ctx, hold);
-            return;
-        }
-
-        rc = NGX_DECLINED;
-
-    } else {
-        rc = ngx_http_zk_lock_handler_take_local(ctx, hold,
-                                                 llcf->fail_local);
-    }
-
-    if (rc == NGX_OK) {
-        ngx_http_zk_lock_handler_local_held(ctx, hold, waited);
-        ctx->status = 0;
-        ngx_http_zk_lock_handler_resume(ctx);
-        return;
-    }
-
-    if (rc == NGX_AGAIN && waited < timeout) {
-        ngx_http_zk_lock_handler_rewait(ctx, hold, timeout - waited);
-        return;
-    }
-
-    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                  "%s \"%V\" not acquired in %Mms: no zookeeper connection, "
-                  "no local lease", ngx_http_zk_lock_directive(hold->spec),
-                  &hold->path, waited);
-
-    ctx->result = NGX_HTTP_ZK_LOCK_EV_ERROR;
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_ERROR, 0);
-
-    ngx_http_zk_lock_handler_give_back(ctx);
-    ctx->status = llcf->status;
-    ngx_http_zk_lock_handler_resume(ctx);
-}
-
-
-/*
- * The request's wait starts, or starts again for what is left of its
- * timeout
- */
-
-static void
-ngx_http_zk_lock_handler_rewait(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold, ngx_msec_t left)
-{
-    ctx->waiting = hold - (ngx_http_zk_lock_hold_t *) ctx->holds.elts;
-    ctx->started = ngx_current_msec;
-    ngx_add_timer(&ctx->timer, left);
-
-    ngx_http_zk_lock_nwaiting++;
-    ngx_queue_insert_tail(&ngx_http_zk_lock_waiters, &ctx->queue);
-    ngx_http_zk_lock_metrics_count(hold->spec, NGX_HTTP_ZK_LOCK_EV_WAIT, 0);
-}
-
-
-/* a waiting request, with no node and no local lease, queues in ZooKeeper */
-
-static void
-ngx_http_zk_lock_handler_queue(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *hold)
-{
-    ngx_uint_t                    try;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
-
-    llcf = ctx->pass_conf;
-    try = (ngx_http_zk_lock_handler_spec_timeout(llcf, hold->spec) == 0);
-
-    hold->node = ngx_http_zk_lock_handler_step(ctx->request, ctx, hold,
-                                               &hold->path, try,
-                                               ngx_http_zk_lock_handler_told);
-
-    if (hold->node == NULL) {
-        ngx_http_zk_lock_handler_done(ctx, NGX_ERROR, ZSYSTEMERROR);
-        return;
-    }
-
-    if (hold->node->state == NGX_ZK_LOCK_HELD) {
-        /* a kept lease, at once */
-        ngx_http_zk_lock_handler_done(ctx, NGX_OK, 0);
-    }
-}
-
-
-/*
- * The worker's session is usable again (connected, heard from): no local
- * lease is given any more, and the requests that wait for one in this
- * worker queue in ZooKeeper instead.  Or it may have expired unheard of
- * (jeopardy): the requests that wait in ZooKeeper's queue where
- * zk_lock_fail local=<n> applies take a local lease instead, for the rest
- * of their timeout, as those that come now do.  From an event, not from
- * inside the session's completions.
- */
-
-void
-ngx_http_zk_lock_handler_session(ngx_zk_lock_session_t *s)
-{
-    ngx_event_t  *ev;
-
-    ev = &ngx_http_zk_lock_handler_event;
-
-    ev->handler = ngx_http_zk_lock_handler_session_handler;
-    ev->data = s;
-    ev->log = &s->log;
-
-    if (!ev->posted) {
-        ngx_post_event(ev, &ngx_posted_events);
-    }
-}
-
-
-static void
-ngx_http_zk_lock_handler_session_handler(ngx_event_t *ev)
-{
-    ngx_zk_lock_session_t  *s;
-
-    s = ev->data;
-
-    if (ngx_zk_lock_session_usable(s)) {
-        ngx_zk_lock_local_recall(s);
-
-    } else if (ngx_zk_lock_session_gone(s)) {
-        ngx_http_zk_lock_handler_localize();
-    }
-}
-
-
-static void
-ngx_http_zk_lock_handler_localize(void)
-{
-    ngx_queue_t                   moving, *q;
-    ngx_msec_t                    waited;
-    ngx_http_zk_lock_ctx_t       *ctx;
-    ngx_http_zk_lock_hold_t      *hold;
-    ngx_http_zk_lock_loc_conf_t  *llcf;
-
-    /* to_local() may put a request back: the list is taken first */
-
-    ngx_queue_init(&moving);
-
-    while (!ngx_queue_empty(&ngx_http_zk_lock_waiters)) {
-        q = ngx_queue_head(&ngx_http_zk_lock_waiters);
-        ngx_queue_remove(q);
-        ngx_queue_insert_tail(&moving, q);
-    }
-
-    while (!ngx_queue_empty(&moving)) {
-        q = ngx_queue_head(&moving);
-        ngx_queue_remove(q);
-        ngx_queue_insert_tail(&ngx_http_zk_lock_waiters, q);
-
-        ctx = ngx_queue_data(q, ngx_http_zk_lock_ctx_t, queue);
-        hold = (ngx_http_zk_lock_hold_t *) ctx->holds.elts + ctx->waiting;
-        llcf = ngx_http_get_module_loc_conf(ctx->request,
-                                            ngx_http_zk_lock_module);
-
-        if (hold->local || !llcf->fail_local) {
-            continue;
-        }
-
-        waited = ngx_http_zk_lock_handler_unwait(ctx);
-        ngx_http_zk_lock_handler_to_local(ctx, hold, waited);
-    }
-}
-
-
-/*
- * A lock let through unlocked (zk_lock_fail open) stays in the request's
- * list as such: an internal redirect to it is neither held back nor
- * counted again
- */
-
-static void
-ngx_http_zk_lock_handler_bypassed(ngx_http_zk_lock_ctx_t *ctx,
-    ngx_http_zk_lock_hold_t *want)
-{
-    ngx_http_zk_lock_hold_t  *hold;
-
-    hold = ngx_array_push(&ctx->holds);
-    if (hold == NULL) {
-        return;
-    }
-
-    *hold = *want;
-    hold->node = NULL;
-    hold->pass = ctx->pass;
-    hold->counted = 0;
-    hold->bypassed = 1;
-}
-
-
-/*
- * One lock of a location could not be had: the others that location took
- * are given back, in reverse order, as Curator's InterProcessMultiLock does
- */
-
-static void
-ngx_http_zk_lock_handler_give_back(ngx_http_zk_lock_ctx_t *ctx)
-{
-    ngx_http_zk_lock_hold_t  *hold;
-
-    hold = ctx->holds.elts;
-
-    /* they were taken last: they are at the end */
-
-    while (ctx->holds.nelts
-           && hold[ctx->holds.nelts - 1].pass == ctx->pass)
-    {
-        ngx_http_zk_lock_handler_drop(&hold[--ctx->holds.nelts]);
-    }
+    ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec(hold), ev, waited);
 }
 
 
@@ -1705,51 +1074,19 @@ ngx_http_zk_lock_handler_resume(ngx_http_zk_lock_ctx_t *ctx)
 }
 
 
-/* the client request is over, however it ended */
+/* the client request is over, however it ended: so are its passes */
 
 static void
 ngx_http_zk_lock_handler_cleanup(void *data)
 {
     ngx_http_zk_lock_ctx_t  *ctx = data;
 
-    ngx_uint_t                i;
-    ngx_http_zk_lock_hold_t  *hold;
+    ngx_uint_t                 i;
+    ngx_http_zk_lock_pass_t  **pass;
 
-    if (ctx->timer.timer_set) {
-        ngx_del_timer(&ctx->timer);
-    }
+    pass = ctx->passes.elts;
 
-    hold = ctx->holds.elts;
-
-    if (ctx->waiting != NGX_HTTP_ZK_LOCK_NONE) {
-        ngx_http_zk_lock_nwaiting--;
-        ngx_queue_remove(&ctx->queue);
-        ngx_http_zk_lock_metrics_count(hold[ctx->waiting].spec,
-                                       NGX_HTTP_ZK_LOCK_EV_UNWAIT, 0);
-    }
-
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        ngx_http_zk_lock_handler_drop(&hold[i]);
-    }
-}
-
-
-static void
-ngx_http_zk_lock_handler_drop(ngx_http_zk_lock_hold_t *hold)
-{
-    if (hold->counted) {
-        hold->counted = 0;
-        ngx_http_zk_lock_metrics_count(hold->spec,
-                                       NGX_HTTP_ZK_LOCK_EV_RELEASED, 0);
-    }
-
-    if (hold->node) {
-        ngx_zk_lock_release(hold->node);
-        hold->node = NULL;
-    }
-
-    if (hold->local) {
-        ngx_zk_lock_local_leave(hold->local);
-        hold->local = NULL;
+    for (i = 0; i < ctx->passes.nelts; i++) {
+        ngx_zk_lock_gate_done(&pass[i]->gate);
     }
 }

@@ -448,7 +448,6 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         return;
 
     case NGX_HTTP_ZK_LOCK_EV_ACQUIRED:
-        g->waiting--;
         g->held++;
 
         for (i = 0; i < ngx_http_zk_lock_nbuckets; i++) {
@@ -461,19 +460,20 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         (void) ngx_atomic_fetch_add(&st->wait_sum, waited);
         return;
 
+    case NGX_HTTP_ZK_LOCK_EV_LOCAL:
+        g->held++;
+        return;
+
     case NGX_HTTP_ZK_LOCK_EV_UNWAIT:
-    case NGX_HTTP_ZK_LOCK_EV_TIMEOUT:
-    case NGX_HTTP_ZK_LOCK_EV_ERROR:
         g->waiting--;
         return;
 
     case NGX_HTTP_ZK_LOCK_EV_RELEASED:
-    case NGX_HTTP_ZK_LOCK_EV_LOST:
         g->held--;
         return;
 
-    default: /* BYPASSED, REJECTED, REVOKED, LOCAL, REUSED, GIVEN_BACK,
-                DRY_RUN, DRY_ACQUIRED, DRY_WAITED */
+    default: /* TIMEOUT, ERROR, BYPASSED, REJECTED, LOST, REVOKED, REUSED,
+                GIVEN_BACK, DRY_RUN, DRY_ACQUIRED, DRY_WAITED: counts */
         return;
     }
 }

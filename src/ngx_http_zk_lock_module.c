@@ -51,8 +51,6 @@ static ngx_int_t ngx_http_zk_lock_init_local(ngx_conf_t *cf,
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
 static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
     ngx_http_zk_lock_main_conf_t *lmcf);
-static void ngx_http_zk_lock_connected(ngx_zk_lock_session_t *s);
-static void ngx_http_zk_lock_jeopardy(ngx_zk_lock_session_t *s);
 static void ngx_http_zk_lock_recount(ngx_zk_lock_session_t *s,
     ngx_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
@@ -997,11 +995,14 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     s = lmcf->session;
 
+    ngx_zk_lock_gate_waiters(&lmcf->waiters, s, cycle->log);
+
     s->state_handler = ngx_http_zk_lock_metrics_session;
-    s->connect_handler = ngx_http_zk_lock_connected;
-    s->heard_handler = ngx_http_zk_lock_handler_session;
+    s->connect_handler = ngx_zk_lock_gate_connected;
+    s->heard_handler = ngx_zk_lock_gate_heard;
     s->expire_handler = ngx_zk_lock_recipe_expired;
-    s->jeopardy_handler = ngx_http_zk_lock_jeopardy;
+    s->jeopardy_handler = ngx_zk_lock_gate_jeopardy;
+    s->data = &lmcf->waiters;
     s->close_handler = ngx_zk_lock_recipe_free;
     s->watch_handler = ngx_zk_lock_wait_event;
 
@@ -1097,24 +1098,6 @@ ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
     }
 
     return 0;
-}
-
-
-static void
-ngx_http_zk_lock_connected(ngx_zk_lock_session_t *s)
-{
-    ngx_zk_lock_recipe_connected(s);
-    ngx_http_zk_lock_handler_session(s);
-}
-
-
-/* holders are told, and waiters where local leases apply take them */
-
-static void
-ngx_http_zk_lock_jeopardy(ngx_zk_lock_session_t *s)
-{
-    ngx_zk_lock_recipe_jeopardy(s);
-    ngx_http_zk_lock_handler_session(s);
 }
 
 

@@ -18,6 +18,7 @@
 #include "ngx_zk_lock_take.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_listing.h"
+#include "ngx_zk_lock_gate.h"
 #include "ngx_zk_lock_version.h"
 
 
@@ -36,16 +37,16 @@
 typedef enum {
     NGX_HTTP_ZK_LOCK_EV_NONE = 0,
     NGX_HTTP_ZK_LOCK_EV_WAIT,       /* starts waiting */
-    NGX_HTTP_ZK_LOCK_EV_UNWAIT,     /* stops waiting: gone, or given back */
-    NGX_HTTP_ZK_LOCK_EV_ACQUIRED,   /* stops waiting, holds; with the time */
-    NGX_HTTP_ZK_LOCK_EV_TIMEOUT,    /* stops waiting */
-    NGX_HTTP_ZK_LOCK_EV_ERROR,      /* stops waiting */
-    NGX_HTTP_ZK_LOCK_EV_BYPASSED,   /* stops waiting, or never started */
+    NGX_HTTP_ZK_LOCK_EV_UNWAIT,     /* stops waiting, however */
+    NGX_HTTP_ZK_LOCK_EV_ACQUIRED,   /* holds; with the time it waited */
+    NGX_HTTP_ZK_LOCK_EV_TIMEOUT,
+    NGX_HTTP_ZK_LOCK_EV_ERROR,
+    NGX_HTTP_ZK_LOCK_EV_BYPASSED,
     NGX_HTTP_ZK_LOCK_EV_REJECTED,
-    NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more */
-    NGX_HTTP_ZK_LOCK_EV_LOST,       /* held no more: the session expired */
+    NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more, however */
+    NGX_HTTP_ZK_LOCK_EV_LOST,       /* the session expired, or may have */
     NGX_HTTP_ZK_LOCK_EV_REVOKED,    /* revoked, waiting or holding */
-    NGX_HTTP_ZK_LOCK_EV_LOCAL,      /* a local lease: zk_lock_fail local */
+    NGX_HTTP_ZK_LOCK_EV_LOCAL,      /* holds a local lease: fail local= */
     NGX_HTTP_ZK_LOCK_EV_REUSED,     /* acquired at once: a kept lease */
     NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK, /* a kept lease, for another's wait */
     NGX_HTTP_ZK_LOCK_EV_DRY_RUN,    /* let through: zk_lock_dry_run */
@@ -78,6 +79,7 @@ typedef struct {
     ngx_array_t                  *counters;   /* leases=zk: paths */
     ngx_array_t                  *literals;   /* recipes of literal paths */
     ngx_zk_lock_session_t        *session;
+    ngx_zk_lock_gate_waiters_t    waiters;    /* of the worker */
     ngx_shm_zone_t               *local_zone; /* zk_lock_fail local= */
     ngx_uint_t                    local_used;
 

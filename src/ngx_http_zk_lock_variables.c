@@ -125,12 +125,13 @@ static ngx_int_t
 ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
-    u_char                   *p;
-    size_t                    len;
-    ngx_uint_t                i, found;
-    ngx_http_zk_lock_ctx_t   *ctx;
-    ngx_zk_lock_node_t       *node;
-    ngx_http_zk_lock_hold_t  *hold;
+    u_char                    *p;
+    size_t                     len;
+    ngx_uint_t                 i, j, found;
+    ngx_zk_lock_gate_t        *gate;
+    ngx_zk_lock_node_t        *node;
+    ngx_http_zk_lock_ctx_t    *ctx;
+    ngx_http_zk_lock_pass_t  **pass;
 
     ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
 
@@ -139,17 +140,21 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
         return NGX_OK;
     }
 
-    hold = ctx->holds.elts;
+    pass = ctx->passes.elts;
     len = 0;
 
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        node = hold[i].node;
+    for (i = 0; i < ctx->passes.nelts; i++) {
+        gate = &pass[i]->gate;
 
-        if (node && node->state == NGX_ZK_LOCK_HELD) {
-            len += (data ? NGX_INT64_LEN
-                         : ngx_strlen(ngx_zk_lock_node_path(node)) + 1
-                           + node->name_len)
-                   + 1;
+        for (j = 0; j < gate->nholds; j++) {
+            node = gate->holds[j].node;
+
+            if (node && node->state == NGX_ZK_LOCK_HELD && !pass[i]->dry) {
+                len += (data ? NGX_INT64_LEN
+                             : ngx_strlen(ngx_zk_lock_node_path(node)) + 1
+                               + node->name_len)
+                       + 1;
+            }
         }
     }
 
@@ -165,10 +170,18 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
 
     v->data = p;
 
-    for (i = 0; i < ctx->holds.nelts; i++) {
-        node = hold[i].node;
+    for (i = 0; i < ctx->passes.nelts; i++) {
+        gate = &pass[i]->gate;
 
-        if (node && node->state == NGX_ZK_LOCK_HELD) {
+        for (j = 0; j < gate->nholds; j++) {
+            node = gate->holds[j].node;
+
+            if (node == NULL || node->state != NGX_ZK_LOCK_HELD
+                || pass[i]->dry)
+            {
+                continue;
+            }
+
             if (p != v->data) {
                 *p++ = ' ';
             }

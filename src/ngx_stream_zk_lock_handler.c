@@ -161,6 +161,8 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
     gate->lost = ngx_stream_zk_lock_handler_cut;
     gate->data = ctx;
     gate->log = c->log;
+    gate->noun = "connection";
+    gate->cut = "closing the connection";
 
     /* who holds it, for an operator who reads the node */
 

@@ -42,9 +42,6 @@ static ngx_int_t ngx_stream_zk_lock_init(ngx_conf_t *cf);
 static ngx_int_t ngx_stream_zk_lock_init_local(ngx_conf_t *cf,
     ngx_stream_zk_lock_main_conf_t *smcf);
 static ngx_int_t ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle);
-static void ngx_stream_zk_lock_connected(ngx_zk_lock_session_t *s);
-static void ngx_stream_zk_lock_jeopardy(ngx_zk_lock_session_t *s);
-static void ngx_stream_zk_lock_heard(ngx_zk_lock_session_t *s);
 static void ngx_stream_zk_lock_exit_process(ngx_cycle_t *cycle);
 
 
@@ -614,10 +611,10 @@ ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle)
 
     ngx_zk_lock_gate_waiters(&smcf->waiters, s, cycle->log);
 
-    s->connect_handler = ngx_stream_zk_lock_connected;
+    s->connect_handler = ngx_zk_lock_gate_connected;
     s->expire_handler = ngx_zk_lock_recipe_expired;
-    s->jeopardy_handler = ngx_stream_zk_lock_jeopardy;
-    s->heard_handler = ngx_stream_zk_lock_heard;
+    s->jeopardy_handler = ngx_zk_lock_gate_jeopardy;
+    s->heard_handler = ngx_zk_lock_gate_heard;
     s->close_handler = ngx_zk_lock_recipe_free;
     s->watch_handler = ngx_zk_lock_wait_event;
     s->data = &smcf->waiters;
@@ -627,34 +624,6 @@ ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle)
     ngx_zk_lock_keep_init();
 
     return ngx_zk_lock_session_init(cycle, s);
-}
-
-
-/*
- * The waiters hear of the session's news: usable again, or gone (see
- * ngx_zk_lock_gate_news())
- */
-
-static void
-ngx_stream_zk_lock_connected(ngx_zk_lock_session_t *s)
-{
-    ngx_zk_lock_recipe_connected(s);
-    ngx_zk_lock_gate_news(s->data);
-}
-
-
-static void
-ngx_stream_zk_lock_jeopardy(ngx_zk_lock_session_t *s)
-{
-    ngx_zk_lock_recipe_jeopardy(s);
-    ngx_zk_lock_gate_news(s->data);
-}
-
-
-static void
-ngx_stream_zk_lock_heard(ngx_zk_lock_session_t *s)
-{
-    ngx_zk_lock_gate_news(s->data);
 }
 
 

@@ -35,16 +35,23 @@ static void ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
 static void ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_timeout(ngx_event_t *ev);
+static void ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static void ngx_zk_lock_gate_bypass(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_end(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_result_e result);
 static void ngx_zk_lock_gate_unwait(ngx_zk_lock_gate_t *gate);
 static void ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e result);
 static void ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate,
-    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_stats_result_e how);
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e how);
 static void ngx_zk_lock_gate_drop(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate);
+static void ngx_zk_lock_gate_count(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
+    ngx_msec_t waited);
 static void ngx_zk_lock_gate_news_handler(ngx_event_t *ev);
 static void ngx_zk_lock_gate_localize(ngx_zk_lock_gate_waiters_t *w);
 
@@ -126,11 +133,11 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
     n = gate->max_waiting ? gate->max_waiting : ngx_cycle->connection_n;
 
     if (gate->waiters->n >= n) {
-        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" refused: %ui wait in the worker "
-                      "(zk_lock_max_waiting)",
+        ngx_log_error(gate->log_level, gate->log, 0,
+                      "%s \"%V\" rejected: too many %ss waiting "
+                      "(%ui in the worker, zk_lock_max_waiting)",
                       ngx_zk_lock_gate_directive(&gate->holds[0]),
-                      &gate->holds[0].path, gate->waiters->n);
+                      &gate->holds[0].path, gate->noun, gate->waiters->n);
         return 1;
     }
 
@@ -147,10 +154,11 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
         if (n >= hold->lock->max_waiting) {
             gate->next = i;
 
-            ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                          "%s \"%V\" refused: %ui wait for it in the "
-                          "worker (max_waiting)",
-                          ngx_zk_lock_gate_directive(hold), &hold->path, n);
+            ngx_log_error(gate->log_level, gate->log, 0,
+                          "%s \"%V\" rejected: too many %ss waiting "
+                          "(%ui for it in the worker, max_waiting)",
+                          ngx_zk_lock_gate_directive(hold), &hold->path,
+                          gate->noun, n);
             return 1;
         }
     }
@@ -174,6 +182,7 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
     for ( /* void */ ; gate->next < gate->nholds; gate->next++) {
         hold = &gate->holds[gate->next];
         timeout = ngx_zk_lock_gate_timeout_of(gate, hold);
+        gate->since = ngx_current_msec;
 
         if (gate->fail_local && ngx_zk_lock_session_gone(gate->session)) {
             rc = ngx_zk_lock_gate_local(gate, hold);
@@ -190,13 +199,18 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
             return rc;
         }
 
-        /* a try (timeout=0) waits for the first listing, at most this */
+        /*
+         * a try (timeout=0) is answered by the first listing that shows
+         * its node, and bounded by the session's timeout in case
+         * ZooKeeper never answers; a worker that is still making its
+         * first connection (a reload under traffic) is waited for the
+         * same way, one known to be cut off is not
+         */
 
-        if (timeout == 0) {
+        if (timeout == 0 && !gate->session->down) {
             timeout = gate->session->timeout;
         }
 
-        gate->since = ngx_current_msec;
         ngx_zk_lock_gate_arm(gate, hold, timeout);
 
         return NGX_AGAIN;
@@ -243,7 +257,8 @@ ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
 
     /* a lease that the worker kept: no wait, no ZooKeeper call */
 
-    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_STATS_ACQUIRED);
+    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_GATE_ACQUIRED);
+    ngx_zk_lock_gate_count(gate, hold, NGX_ZK_LOCK_GATE_REUSED, 0);
 
     return NGX_OK;
 }
@@ -275,9 +290,10 @@ ngx_zk_lock_gate_local(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
         return NGX_AGAIN;
     }
 
-    ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                  "%s \"%V\" refused: too many wait for a local lease",
-                  ngx_zk_lock_gate_directive(hold), &hold->path);
+    ngx_log_error(gate->log_level, gate->log, 0,
+                  "%s \"%V\" rejected: too many %ss waiting for a local "
+                  "lease", ngx_zk_lock_gate_directive(hold), &hold->path,
+                  gate->noun);
 
     return NGX_DECLINED;
 }
@@ -342,7 +358,7 @@ ngx_zk_lock_gate_local_held(ngx_zk_lock_gate_t *gate,
     }
 
     gate->local = 1;
-    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_STATS_LOCAL);
+    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_GATE_LOCAL);
 }
 
 
@@ -415,8 +431,7 @@ ngx_zk_lock_gate_arm(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
     ngx_queue_insert_tail(&gate->waiters->queue, &gate->queue);
     ngx_add_timer(&gate->timer, left);
 
-    ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
-                            NGX_ZK_LOCK_STATS_WAITING, 1);
+    ngx_zk_lock_gate_count(gate, hold, NGX_ZK_LOCK_GATE_WAIT, 0);
 
     ngx_log_debug2(NGX_LOG_DEBUG_CORE, gate->log, 0,
                    "%s \"%V\": waiting",
@@ -429,25 +444,17 @@ ngx_zk_lock_gate_arm(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
 static void
 ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node)
 {
-    ngx_uint_t                i;
     ngx_zk_lock_gate_t       *gate;
     ngx_zk_lock_gate_hold_t  *hold;
 
     gate = node->data;
+    hold = ngx_zk_lock_gate_find(gate, node);
 
-    for (i = 0; i < gate->nholds; i++) {
-        if (gate->holds[i].node == node) {
-            break;
-        }
-    }
-
-    if (i == gate->nholds) {
+    if (hold == NULL) {
         return;
     }
 
-    hold = &gate->holds[i];
-
-    if (!gate->waiting || i != gate->next) {
+    if (!gate->waiting || hold != &gate->holds[gate->next]) {
         ngx_zk_lock_gate_lost(gate, hold);
         return;
     }
@@ -462,8 +469,31 @@ ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node)
     }
 
     ngx_zk_lock_gate_unwait(gate);
-    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_STATS_ACQUIRED);
+    ngx_zk_lock_gate_held(gate, hold, NGX_ZK_LOCK_GATE_ACQUIRED);
+
+    if (node->reused) {
+        /* handed over in the worker: another's kept lease */
+        ngx_zk_lock_gate_count(gate, hold, NGX_ZK_LOCK_GATE_REUSED, 0);
+    }
+
     ngx_zk_lock_gate_next(gate, hold);
+}
+
+
+/* the participant's hold of a node, if the node is still its own */
+
+ngx_zk_lock_gate_hold_t *
+ngx_zk_lock_gate_find(ngx_zk_lock_gate_t *gate, ngx_zk_lock_node_t *node)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < gate->nholds; i++) {
+        if (gate->holds[i].node == node) {
+            return &gate->holds[i];
+        }
+    }
+
+    return NULL;
 }
 
 
@@ -504,14 +534,12 @@ static void
 ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, int error)
 {
+    ngx_zk_lock_node_t  *node;
+
     ngx_zk_lock_gate_unwait(gate);
 
     if (error == NGX_ZK_LOCK_BUSY) {
-        ngx_log_error(gate->log_level, gate->log, 0,
-                      "%s \"%V\" not acquired: taken",
-                      ngx_zk_lock_gate_directive(hold), &hold->path);
-
-        ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_TIMEOUT);
+        ngx_zk_lock_gate_expired(gate, hold);
         return;
     }
 
@@ -525,31 +553,41 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
 
     if (gate->fail_open && ngx_zk_lock_session_error(error)) {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" bypassed: %s",
+                      "%s \"%V\" bypassed after %Mms: %s",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
-                      zerror(error));
+                      gate->wait_time, zerror(error));
 
-        ngx_zk_lock_gate_give_back(gate);
-        ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_BYPASSED);
-        gate->done = 1;
-
-        gate->handler(gate);
+        ngx_zk_lock_gate_bypass(gate, hold);
         return;
     }
 
-    if (error == NGX_ZK_LOCK_REVOKED) {
+    gate->error = error;
+    node = hold->node;
+
+    switch (error) {
+
+    case NGX_ZK_LOCK_REVOKED:
         ngx_log_error(NGX_LOG_WARN, gate->log, 0,
-                      "%s \"%V\" revoked while waiting",
-                      ngx_zk_lock_gate_directive(hold), &hold->path);
+                      "%s \"%V\" revoked while waiting: node \"%s/%s\"",
+                      ngx_zk_lock_gate_directive(hold), &hold->path,
+                      ngx_zk_lock_node_path(node), node->name);
 
         ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_REVOKED);
         return;
-    }
 
-    ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                  "%s \"%V\" failed (%d: %s)",
-                  ngx_zk_lock_gate_directive(hold), &hold->path,
-                  error, zerror(error));
+    case NGX_ZK_LOCK_FOREIGN:
+        ngx_log_error(NGX_LOG_INFO, gate->log, 0,
+                      "%s \"%V\" refused: its variable names a node that "
+                      "is no lock's (ephemeral, or with data)",
+                      ngx_zk_lock_gate_directive(hold), &hold->path);
+        break;
+
+    default:
+        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                      "%s \"%V\" failed (%d: %s)",
+                      ngx_zk_lock_gate_directive(hold), &hold->path,
+                      error, zerror(error));
+    }
 
     ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
 }
@@ -557,19 +595,39 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
 
 /*
  * A held lock is gone, or may be: the session went unheard (jeopardy),
- * expired, or Curator's Revoker asked for it
+ * expired, or Curator's Revoker asked for it (the participant is cut
+ * off, whatever zk_lock_lost says)
  */
 
 static void
 ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
 {
-    int         error;
-    ngx_uint_t  abort, level;
+    int                  error;
+    ngx_uint_t           abort;
+    ngx_zk_lock_node_t  *node;
 
-    error = hold->node->error;
+    node = hold->node;
+    error = node->error;
     abort = gate->lost_abort || error == NGX_ZK_LOCK_REVOKED;
 
-    if (error == NGX_ZK_LOCK_JEOPARDY && !abort) {
+    switch (error) {
+
+    case NGX_ZK_LOCK_REVOKED:
+        ngx_log_error(NGX_LOG_WARN, gate->log, 0,
+                      "%s \"%V\" revoked while held: node \"%s/%s\", %s",
+                      ngx_zk_lock_gate_directive(hold), &hold->path,
+                      ngx_zk_lock_node_path(node), node->name, gate->cut);
+        break;
+
+    case NGX_ZK_LOCK_JEOPARDY:
+        if (abort) {
+            ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                          "%s \"%V\" lost while held: no word from "
+                          "zookeeper, the session may expire, %s",
+                          ngx_zk_lock_gate_directive(hold), &hold->path,
+                          gate->cut);
+            break;
+        }
 
         /*
          * zk_lock_lost finish: the participant goes on, and while the
@@ -580,19 +638,22 @@ ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
                       "%s \"%V\" lost while held: no word from zookeeper, "
                       "the session may expire, its node is kept until "
-                      "it is let go",
-                      ngx_zk_lock_gate_directive(hold), &hold->path);
+                      "the %s ends",
+                      ngx_zk_lock_gate_directive(hold), &hold->path,
+                      gate->noun);
 
         ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_LOST);
         return;
+
+    default:
+        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                      "%s \"%V\" lost while held (%d: %s)%s%s",
+                      ngx_zk_lock_gate_directive(hold), &hold->path,
+                      error, zerror(error), abort ? ", " : "",
+                      abort ? gate->cut : "");
     }
 
-    level = (error == NGX_ZK_LOCK_REVOKED) ? NGX_LOG_WARN : NGX_LOG_ERR;
-
-    ngx_log_error(level, gate->log, 0, "%s \"%V\" %s while held%s",
-                  ngx_zk_lock_gate_directive(hold), &hold->path,
-                  error == NGX_ZK_LOCK_REVOKED ? "revoked" : "lost",
-                  abort ? ", closing the connection" : "");
+    /* the node may be freed */
 
     ngx_zk_lock_gate_drop(gate, hold);
     ngx_zk_lock_gate_result(gate, hold, (error == NGX_ZK_LOCK_REVOKED)
@@ -619,14 +680,21 @@ ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
 static void
 ngx_zk_lock_gate_timeout(ngx_event_t *ev)
 {
-    ngx_zk_lock_gate_t       *gate;
-    ngx_zk_lock_gate_hold_t  *hold;
+    ngx_zk_lock_gate_t  *gate;
 
     gate = ev->data;
-    hold = &gate->holds[gate->next];
 
     ngx_zk_lock_gate_unwait(gate);
+    ngx_zk_lock_gate_expired(gate, &gate->holds[gate->next]);
+}
 
+
+/* the wait is over (unwaited) without the lock: its timeout, or a try's */
+
+static void
+ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
     if (gate->session->connected) {
         ngx_log_error(gate->log_level, gate->log, 0,
                       "%s \"%V\" not acquired in %Mms",
@@ -642,21 +710,36 @@ ngx_zk_lock_gate_timeout(ngx_event_t *ev)
         return;
     }
 
+    if (gate->fail_open) {
+        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                      "%s \"%V\" bypassed after %Mms: no zookeeper "
+                      "connection", ngx_zk_lock_gate_directive(hold),
+                      &hold->path, gate->wait_time);
+
+        ngx_zk_lock_gate_bypass(gate, hold);
+        return;
+    }
+
     ngx_log_error(NGX_LOG_ERR, gate->log, 0,
                   "%s \"%V\" not acquired in %Mms: no zookeeper connection",
                   ngx_zk_lock_gate_directive(hold), &hold->path,
                   gate->wait_time);
 
-    if (gate->fail_open) {
-        ngx_zk_lock_gate_give_back(gate);
-        ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_BYPASSED);
-        gate->done = 1;
-
-        gate->handler(gate);
-        return;
-    }
-
     ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
+}
+
+
+/* zk_lock_fail open, once waiting: let through, none of its locks held */
+
+static void
+ngx_zk_lock_gate_bypass(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_zk_lock_gate_give_back(gate);
+    ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_BYPASSED);
+    gate->done = 1;
+
+    gate->handler(gate);
 }
 
 
@@ -719,8 +802,9 @@ ngx_zk_lock_gate_unwait(ngx_zk_lock_gate_t *gate)
     ngx_queue_remove(&gate->queue);
     gate->wait_time = ngx_current_msec - gate->started;
 
-    ngx_zk_lock_stats_gauge(gate->stats, gate->holds[gate->next].stat,
-                            NGX_ZK_LOCK_STATS_WAITING, -1);
+    ngx_zk_lock_gate_count(gate, &gate->holds[gate->next],
+                           NGX_ZK_LOCK_GATE_UNWAIT,
+                           ngx_current_msec - gate->since);
 
     if (gate->timer.timer_set) {
         ngx_del_timer(&gate->timer);
@@ -736,8 +820,7 @@ ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
 {
     gate->result = result;
 
-    /* the results in the order of the core's counts, after "none" */
-    ngx_zk_lock_stats_count(gate->stats, hold->stat, result - 1);
+    ngx_zk_lock_gate_count(gate, hold, result, 0);
 }
 
 
@@ -745,13 +828,11 @@ ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
 
 static void
 ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
-    ngx_zk_lock_stats_result_e how)
+    ngx_zk_lock_gate_result_e how)
 {
     hold->counted = 1;
 
-    ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
-                            NGX_ZK_LOCK_STATS_HELD, 1);
-    ngx_zk_lock_stats_count(gate->stats, hold->stat, how);
+    ngx_zk_lock_gate_count(gate, hold, how, ngx_current_msec - gate->since);
 }
 
 
@@ -763,8 +844,7 @@ ngx_zk_lock_gate_drop(ngx_zk_lock_gate_t *gate,
 {
     if (hold->counted) {
         hold->counted = 0;
-        ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
-                                NGX_ZK_LOCK_STATS_HELD, -1);
+        ngx_zk_lock_gate_count(gate, hold, NGX_ZK_LOCK_GATE_RELEASED, 0);
     }
 
     if (hold->node) {
@@ -784,6 +864,57 @@ ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate)
     for (i = 0; i < gate->nholds; i++) {
         ngx_zk_lock_gate_drop(gate, &gate->holds[i]);
     }
+}
+
+
+/*
+ * The layer's own counts, if it keeps them (HTTP's metrics), and the
+ * core's (a stream status): how many hold and wait, and the results in
+ * the order of the core's counts, after "none"
+ */
+
+static void
+ngx_zk_lock_gate_count(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
+    ngx_msec_t waited)
+{
+    if (gate->count) {
+        gate->count(gate, hold, event, waited);
+    }
+
+    if (gate->stats == NULL) {
+        return;
+    }
+
+    switch (event) {
+
+    case NGX_ZK_LOCK_GATE_WAIT:
+    case NGX_ZK_LOCK_GATE_UNWAIT:
+        ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
+                                NGX_ZK_LOCK_STATS_WAITING,
+                                (event == NGX_ZK_LOCK_GATE_WAIT) ? 1 : -1);
+        return;
+
+    case NGX_ZK_LOCK_GATE_RELEASED:
+        ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
+                                NGX_ZK_LOCK_STATS_HELD, -1);
+        return;
+
+    case NGX_ZK_LOCK_GATE_NONE:
+    case NGX_ZK_LOCK_GATE_REUSED:
+        return;
+
+    case NGX_ZK_LOCK_GATE_ACQUIRED:
+    case NGX_ZK_LOCK_GATE_LOCAL:
+        ngx_zk_lock_stats_gauge(gate->stats, hold->stat,
+                                NGX_ZK_LOCK_STATS_HELD, 1);
+        break;
+
+    default:
+        break;
+    }
+
+    ngx_zk_lock_stats_count(gate->stats, hold->stat, event - 1);
 }
 
 
@@ -893,6 +1024,36 @@ ngx_zk_lock_gate_localize(ngx_zk_lock_gate_waiters_t *w)
         ngx_zk_lock_gate_unwait(gate);
         ngx_zk_lock_gate_to_local(gate, hold);
     }
+}
+
+
+/*
+ * The session's handlers where a layer's waiters hear its news: s->data
+ * is the layer's waiters
+ */
+
+void
+ngx_zk_lock_gate_connected(ngx_zk_lock_session_t *s)
+{
+    ngx_zk_lock_recipe_connected(s);
+    ngx_zk_lock_gate_news(s->data);
+}
+
+
+/* holders are told, and waiters where local leases apply take them */
+
+void
+ngx_zk_lock_gate_jeopardy(ngx_zk_lock_session_t *s)
+{
+    ngx_zk_lock_recipe_jeopardy(s);
+    ngx_zk_lock_gate_news(s->data);
+}
+
+
+void
+ngx_zk_lock_gate_heard(ngx_zk_lock_session_t *s)
+{
+    ngx_zk_lock_gate_news(s->data);
 }
 
 

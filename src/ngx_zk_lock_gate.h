@@ -37,6 +37,10 @@
  *   cancel: the participant left while waiting (GONE)
  *   done: the request or connection ends: every node goes
  *
+ * Each step is counted as it happens (waits, holds, the result at the
+ * lock it came at): in the core's counters (stats), and through the
+ * layer's count hook where it keeps its own (HTTP's metrics).
+ *
  * Under zk_lock_fail local=<n>, a lock is taken from the instance's local
  * leases (ngx_zk_lock_local.c) while the session is gone, and a wait
  * moves between the two queues with the session's news:
@@ -50,10 +54,13 @@ typedef struct ngx_zk_lock_gate_s  ngx_zk_lock_gate_t;
 typedef void (*ngx_zk_lock_gate_handler_pt)(ngx_zk_lock_gate_t *gate);
 
 
-/* $zk_lock_status: the core's counts, after "none" */
+/*
+ * $zk_lock_status: the core's counts, after "none"; then what a layer
+ * counts besides (see count)
+ */
 typedef enum {
     NGX_ZK_LOCK_GATE_NONE = 0,
-    NGX_ZK_LOCK_GATE_ACQUIRED,
+    NGX_ZK_LOCK_GATE_ACQUIRED,      /* holds: with the time it waited */
     NGX_ZK_LOCK_GATE_TIMEOUT,
     NGX_ZK_LOCK_GATE_ERROR,
     NGX_ZK_LOCK_GATE_BYPASSED,
@@ -61,8 +68,19 @@ typedef enum {
     NGX_ZK_LOCK_GATE_LOST,
     NGX_ZK_LOCK_GATE_REVOKED,
     NGX_ZK_LOCK_GATE_GONE,
-    NGX_ZK_LOCK_GATE_LOCAL
+    NGX_ZK_LOCK_GATE_LOCAL,         /* holds a local lease: the same */
+    NGX_ZK_LOCK_GATE_WAIT,          /* starts waiting */
+    NGX_ZK_LOCK_GATE_UNWAIT,        /* stops waiting, however */
+    NGX_ZK_LOCK_GATE_REUSED,        /* acquired: a lease the worker kept */
+    NGX_ZK_LOCK_GATE_RELEASED       /* held no more, however */
 } ngx_zk_lock_gate_result_e;
+
+
+typedef struct ngx_zk_lock_gate_hold_s  ngx_zk_lock_gate_hold_t;
+
+typedef void (*ngx_zk_lock_gate_count_pt)(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
+    ngx_msec_t waited);
 
 
 /* a layer's participants that wait, in a worker, and its session's news */
@@ -75,7 +93,7 @@ typedef struct {
 
 
 /* one lock of the participant */
-typedef struct {
+struct ngx_zk_lock_gate_hold_s {
     ngx_zk_lock_params_t         *lock;
     ngx_str_t                     path;       /* as evaluated */
     ngx_uint_t                    weight;
@@ -83,7 +101,7 @@ typedef struct {
     ngx_zk_lock_node_t           *node;
     ngx_zk_lock_local_t           local;      /* index: the layer's */
     unsigned                      counted:1;  /* as held, in the counters */
-} ngx_zk_lock_gate_hold_t;
+};
 
 
 struct ngx_zk_lock_gate_s {
@@ -106,11 +124,17 @@ struct ngx_zk_lock_gate_s {
     ngx_msec_t                    since;      /* the wait for holds[next] */
     ngx_msec_t                    wait_time;
     ngx_zk_lock_gate_result_e     result;
+    int                           error;      /* ZooKeeper's, at the end */
 
     ngx_zk_lock_gate_handler_pt   handler;    /* the wait ended */
     ngx_zk_lock_gate_handler_pt   lost;       /* a held lock, cut off */
+    ngx_zk_lock_gate_count_pt     count;      /* the layer's own counts */
     void                         *data;
     ngx_log_t                    *log;
+
+    /* the layer's words: "request", "aborting the request" */
+    const char                   *noun;
+    const char                   *cut;
 
     unsigned                      fail_open:1;
     unsigned                      lost_abort:1;
@@ -140,10 +164,15 @@ ngx_int_t ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate);
 void ngx_zk_lock_gate_refuse(ngx_zk_lock_gate_t *gate, ngx_uint_t i);
 void ngx_zk_lock_gate_cancel(ngx_zk_lock_gate_t *gate);
 void ngx_zk_lock_gate_done(ngx_zk_lock_gate_t *gate);
+ngx_zk_lock_gate_hold_t *ngx_zk_lock_gate_find(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_node_t *node);
 ngx_int_t ngx_zk_lock_gate_cmp(const void *one, const void *two);
 void ngx_zk_lock_gate_waiters(ngx_zk_lock_gate_waiters_t *w,
     ngx_zk_lock_session_t *s, ngx_log_t *log);
 void ngx_zk_lock_gate_news(ngx_zk_lock_gate_waiters_t *w);
+void ngx_zk_lock_gate_connected(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_gate_jeopardy(ngx_zk_lock_session_t *s);
+void ngx_zk_lock_gate_heard(ngx_zk_lock_session_t *s);
 ngx_int_t ngx_zk_lock_gate_built(ngx_conf_t *cf, char *version, size_t abi);
 
 

@@ -345,7 +345,7 @@ subtest 'the session expires under zk_lock_lost abort: the connection goes'
     cmp_ok($r->{end} - $cut, '<', 4,
         '... before the server could expire the session (4 s)');
     is($be->stats('abort')->{hangups}, 1, '... and so is its upstream');
-    like($ng->error_log, qr/zk_mutex "\/st\/abort" lost while held, closing the connection/,
+    like($ng->error_log, qr/zk_mutex "\/st\/abort" lost while held: no word from zookeeper, the session may expire, closing the connection/,
         '... the log says why');
     like(stream_log($ng), qr/^$port \d+ LOST /m, '... logged LOST');
     no_ephemerals($zk, '/st/abort', 'after the expiry', 30);
