@@ -13,15 +13,14 @@
 #  4. max_waiting=: a connection over it is closed at once (REJECTED)
 #  5. a Curator InterProcessSemaphore, an HTTP location and stream servers
 #     on one path: never more than N together
-#  6. the session expires (a partition) under zk_lock_lost abort: the held
-#     connection is closed before the server could expire the session
+#  6. (t/stream-faults.t: a partition under zk_lock_lost abort, and under
+#     zk_lock_fail local=)
 #  7. a reload under load: every connection served, never more than N
 #  8. keep=: connections on kept leases make no ZooKeeper write; with more
 #     workers than leases, the bound holds
 #  9. a UDP server: a datagram's session waits as a connection does
 # 10. zk_lock_fail open / closed / local= without ZooKeeper (local leases:
-#     one bound with HTTP on the same path), a waiter moved to a local
-#     lease when the session may have expired; a path with variables;
+#     one bound with HTTP on the same path); a path with variables;
 #     $ssl_preread_server_name in a path, and a server chosen by its name
 #     (nginx 1.25.5): the lock waits after the preread phase
 #  the HTTP status page shows the stream locks (layer="stream"); the stream
@@ -37,7 +36,7 @@ use IO::Select;
 use lib 't/lib';
 use ZkLock::Test;
 use ZkLock::Curator;
-use ZkLock::FaultProxy;
+use ZkLock::Test::Stream;
 
 require_prereqs(qw(nginx zookeeper kazoo module stream));
 curator_prereqs();
@@ -45,48 +44,8 @@ curator_prereqs();
 my $zk = zk_start();
 my $be = backend_start();
 
-my $HTTP = <<'EOF';
-    zk_hosts %%ZK%%;
-    server {
-        listen 127.0.0.1:%%PORT%%;
-        location /mix {
-            zk_semaphore /st/mix leases=3 timeout=30s;
-            proxy_pass http://%%BACKEND%%;
-        }
-        location = /zk-status { zk_lock_status_page; }
-        location / { return 204; }
-    }
-EOF
-
-my $LOG = <<'EOF';
-    log_format zk '$server_port $status $zk_lock_status $zk_lock_wait_time '
-                  '$zk_lock_token $zk_lock_node';
-    access_log %%PREFIX%%/logs/stream.log zk;
-EOF
-
-# a stream server per port: "port" => "directives"
-sub stream_conf {
-    my ($hosts, %servers) = @_;
-    my $conf = "    zk_hosts $hosts;\n$LOG";
-    for my $port (sort keys %servers) {
-        $conf .= "    server {\n        listen 127.0.0.1:$port;\n"
-            . "        $servers{$port}\n"
-            . "        proxy_pass %%BACKEND%%;\n    }\n";
-    }
-    return $conf;
-}
-
-sub stream_log { ZkLock::Test::slurp($_[0]->prefix . '/logs/stream.log') }
-
-# a raw connection that sends an HTTP/1.0 request and leaves it waiting
-sub open_client {
-    my ($port, $uri) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
-        Proto => 'tcp', Timeout => 5) or die "connect $port: $!";
-    $s->autoflush(1);
-    print $s "GET $uri HTTP/1.0\r\n\r\n";
-    return $s;
-}
+my $HTTP = stream_http();
+my $LOG = stream_log_conf();
 
 # the server's last zxid: moves with every write
 sub zxid {
@@ -320,38 +279,6 @@ subtest 'a path with variables ($server_port)' => sub {
 };
 
 $_->stop for @fleet;
-
-###############################################################################
-
-subtest 'the session expires under zk_lock_lost abort: the connection goes'
-    => sub {
-    my $px = ZkLock::FaultProxy->start($zk);
-    my $port = free_port();
-    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 1,
-        stream => "    zk_session_timeout 4s;\n"
-            . stream_conf($px->hosts, $port =>
-                'zk_mutex /st/abort timeout=30s; zk_lock_lost abort;'));
-    ok(sessions_connected($ng), 'connected through the relay');
-
-    $be->reset;
-    my $h = http_parallel_bg([ [ $port,
-        '/c?key=abort&sleep=60000&hangup=1' ] ], timeout => 90);
-    ok(wait_for(sub { $be->stats('abort')->{inflight} == 1 }, 10),
-        'a connection holds the mutex');
-
-    my $cut = $px->partition(12);
-    my $r = http_parallel_collect($h, 90)->[0];
-    is($r->{status}, 0, 'the held connection is closed');
-    cmp_ok($r->{end} - $cut, '<', 4,
-        '... before the server could expire the session (4 s)');
-    is($be->stats('abort')->{hangups}, 1, '... and so is its upstream');
-    like($ng->error_log, qr/zk_mutex "\/st\/abort" lost while held: no word from zookeeper, the session may expire, closing the connection/,
-        '... the log says why');
-    like(stream_log($ng), qr/^$port \d+ LOST /m, '... logged LOST');
-    no_ephemerals($zk, '/st/abort', 'after the expiry', 30);
-    $ng->stop;
-    $px->stop;
-};
 
 ###############################################################################
 
@@ -648,55 +575,6 @@ EOF
         qr/^zk_lock_requests_total\{path="\/st\/loc",type="semaphore",layer="stream",result="local"\} 4$/m,
         'the local leases are counted');
     $ng->stop;
-};
-
-subtest 'zk_lock_fail local=: a waiter moves to a local lease when the '
-    . 'session may have expired' => sub {
-    my $px = ZkLock::FaultProxy->start($zk);
-    my $port = free_port();
-    my $ng = nginx_start($HTTP, zk => $zk, backend => $be, workers => 1,
-        stream => "    zk_session_timeout 4s;\n"
-            . stream_conf($px->hosts, $port =>
-                'zk_mutex /st/lz timeout=30s; zk_lock_fail local=1;'));
-    ok(sessions_connected($ng), 'connected through the relay');
-
-    $be->reset;
-    my $h = http_parallel_bg([ [ $port, '/c?key=lz&sleep=9000&id=a' ] ],
-        timeout => 60);
-    ok(wait_for(sub { $be->stats('lz')->{inflight} == 1 }, 10),
-        'a connection holds the mutex');
-    my $w = http_parallel_bg([ [ $port, '/c?key=lz&sleep=20000&id=b' ] ],
-        timeout => 60);
-    ok(wait_for(sub { zk_children($zk, '/st/lz') == 2 }, 5),
-        'a second one waits in ZooKeeper');
-
-    my $cut = $px->partition(12);
-    ok(wait_for(sub { $be->stats('lz')->{inflight} == 2 }, 8),
-        'the waiter is served');
-    cmp_ok(time - $cut, '<', 6,
-        '... once the session may have expired, not at its timeout');
-
-    # it holds the local lease well past the outage (20 s; the partition
-    # lasts 12 s, and reconnecting may take a few more): the next one waits
-    # for that lease until the session is usable again, then queues in
-    # ZooKeeper
-    my $c = http_parallel_bg([ [ $port, '/c?key=lz&sleep=100&id=c' ] ],
-        timeout => 60);
-    my $rc = http_parallel_collect($c, 60)->[0];
-    is($rc->{status}, 200, 'the next one is served');
-    cmp_ok($rc->{end} - $cut, '>', 11, '... not before the outage ended');
-    my $rb = http_parallel_collect($w, 60)->[0];
-    is($rb->{status}, 200, 'the one on the local lease is served');
-    cmp_ok($rc->{end}, '<', $rb->{end},
-        '... after the next one: that one did not wait for its lease');
-    like(stream_log($ng), qr/^$port 200 LOCAL \d+ - -$/m,
-        'the first waiter logged LOCAL');
-    like(stream_log($ng), qr/^$port 200 ACQUIRED \d+ \d+ \/st\/lz\//m,
-        'the next one ACQUIRED, through ZooKeeper');
-    http_parallel_collect($h, 60);
-    $ng->stop;
-    $px->stop;
-    no_ephemerals($zk, '/st/lz', 'after the outage', 30);
 };
 
 subtest 'zk_lock_fail open and closed without ZooKeeper' => sub {
