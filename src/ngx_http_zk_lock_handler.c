@@ -309,13 +309,12 @@ static ngx_int_t
 ngx_http_zk_lock_handler_kept(ngx_http_request_t *r,
     ngx_zk_lock_gate_hold_t *want, ngx_uint_t n)
 {
-    ngx_int_t   rc;
     ngx_uint_t  i;
 
     for (i = 0; i + 1 < n; i++) {
-        rc = ngx_http_zk_lock_handler_reenter(r, &want[i], &want[n - 1]);
-        if (rc != NGX_DECLINED) {
-            return rc;
+        if (ngx_http_zk_lock_handler_same(&want[i], &want[n - 1])) {
+            return ngx_http_zk_lock_handler_reenter(r, &want[i],
+                                                    &want[n - 1]);
         }
     }
 
@@ -472,13 +471,12 @@ ngx_http_zk_lock_handler_holding(ngx_http_zk_lock_ctx_t *ctx,
 
 
 /*
- * Re-entry is by path and recipe: the same kind of node, protocol and
- * number of leases; the owner of a write lock has the read lock on the
- * same path as well.  Another recipe on the nodes of a lock the request
- * holds (a mutex where it holds a semaphore, the write lock where it
- * holds the read lock) would wait behind the request's own node until
- * its timeout: NGX_ABORT.  The v2 protocol's nodes are below the path,
- * apart from v1's: another lock.
+ * Of two locks on the same nodes (see same()), the second a request takes.
+ * Re-entry is by recipe: the same kind of node and number of leases; the
+ * owner of a write lock has the read lock on the same path as well.
+ * Another recipe on the nodes of a lock the request holds (a mutex where
+ * it holds a semaphore, the write lock where it holds the read lock)
+ * would wait behind the request's own node until its timeout: NGX_ABORT.
  */
 
 static ngx_int_t
@@ -490,10 +488,6 @@ ngx_http_zk_lock_handler_reenter(ngx_http_request_t *r,
 
     h = have->lock;
     w = want->lock;
-
-    if (!ngx_http_zk_lock_handler_same(have, want)) {
-        return NGX_DECLINED;
-    }
 
     a = ngx_zk_lock_types[h->type].kind;
     b = ngx_zk_lock_types[w->type].kind;
@@ -517,7 +511,10 @@ ngx_http_zk_lock_handler_reenter(ngx_http_request_t *r,
 }
 
 
-/* on the same nodes: the same path, and the same protocol */
+/*
+ * On the same nodes: the same path, and the same protocol (v2's nodes are
+ * below the path, apart from v1's: another lock)
+ */
 
 static ngx_uint_t
 ngx_http_zk_lock_handler_same(ngx_zk_lock_gate_hold_t *a,
