@@ -331,6 +331,10 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
 
     lmcf->generation = ++ngx_http_zk_lock_generation;
 
+    if (ngx_zk_lock_broker_token(cf->log) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     /* a literal path is known now: it would fail every request */
 
     if (lmcf->literals) {

@@ -52,6 +52,7 @@ typedef struct {
 static void ngx_zk_lock_broker_accept(ngx_event_t *ev);
 static void ngx_zk_lock_broker_read(ngx_event_t *rev);
 static ngx_int_t ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask);
+static ngx_int_t ngx_zk_lock_broker_tell(ngx_zk_lock_ask_t *ask);
 static void ngx_zk_lock_broker_told(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_broker_recall(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_broker_heard(ngx_zk_lock_ask_t *ask,
@@ -68,10 +69,32 @@ static ngx_array_t                 *ngx_zk_lock_broker_specs;
 static ngx_queue_t                  ngx_zk_lock_broker_asks;
 static ngx_event_t                  ngx_zk_lock_broker_beater;
 
+/* the master's, drawn once and kept across reloads: see broker_addr() */
+static uint64_t                     ngx_zk_lock_broker_tokens[2];
+
 
 /*
- * "\0ngx_zk_lock/<master pid>/<configuration>/<worker>": a reload's
- * workers do not meet the old ones', nor another nginx's
+ * In the master, at configuration: the token that names its brokers.
+ * A master's pid names nothing for sure: the masters of containers that
+ * share a network namespace (docker --network host, the containers of a
+ * Kubernetes pod) are each PID 1, and share the abstract unix sockets too.
+ */
+
+ngx_int_t
+ngx_zk_lock_broker_token(ngx_log_t *log)
+{
+    if (ngx_zk_lock_broker_tokens[0] | ngx_zk_lock_broker_tokens[1]) {
+        return NGX_OK;
+    }
+
+    return ngx_zk_lock_session_random(log, ngx_zk_lock_broker_tokens,
+                                      sizeof(ngx_zk_lock_broker_tokens));
+}
+
+
+/*
+ * "\0ngx_zk_lock/<token>/<configuration>/<worker>": a reload's workers
+ * do not meet the old ones', nor another nginx's
  */
 
 socklen_t
@@ -84,9 +107,39 @@ ngx_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
     sun->sun_family = AF_UNIX;
 
     p = ngx_snprintf((u_char *) sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-                     "ngx_zk_lock/%P/%ui/%ui", getppid(), generation, slot);
+                     "ngx_zk_lock/%016uxL%016uxL/%ui/%ui",
+                     ngx_zk_lock_broker_tokens[0],
+                     ngx_zk_lock_broker_tokens[1], generation, slot);
 
     return (socklen_t) (p - (u_char *) sun);
+}
+
+
+/*
+ * What an ask is for: the configuration (its session's instance, drawn
+ * by the master for each) and the directive's lock, as configured
+ */
+
+uint32_t
+ngx_zk_lock_broker_sign(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp)
+{
+    uint32_t   crc;
+    uintptr_t  lock[6];
+
+    lock[0] = s->instance;
+    lock[1] = lp->id;
+    lock[2] = lp->type;
+    lock[3] = lp->leases;
+    lock[4] = lp->keep;
+    lock[5] = lp->v2 | (lp->revocable << 1);
+
+    ngx_crc32_init(crc);
+    ngx_crc32_update(&crc, (u_char *) lock, sizeof(lock));
+    ngx_crc32_update(&crc, lp->name.data, lp->name.len);
+    ngx_crc32_update(&crc, lp->counter.data, lp->counter.len);
+    ngx_crc32_final(crc);
+
+    return crc;
 }
 
 
@@ -290,13 +343,16 @@ ngx_zk_lock_broker_read(ngx_event_t *rev)
 }
 
 
-/* the ask, once whole, is taken: NGX_ERROR for a bad one */
+/*
+ * The ask, once whole, is taken: NGX_ERROR for a bad one, and for one that
+ * cannot be told of its lease; the caller closes it
+ */
 
 static ngx_int_t
 ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
 {
-    u_char                    *p, *last, *f[5];
-    ngx_int_t                  v[5];
+    u_char                    *p, *last, *f[6];
+    ngx_int_t                  v[6];
     ngx_str_t                  path, info;
     ngx_uint_t                 i;
     ngx_zk_lock_params_t     **specs;
@@ -309,11 +365,11 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         return (ask->len < NGX_ZK_LOCK_BROKER_HEAD) ? NGX_OK : NGX_ERROR;
     }
 
-    /* five numbers, separated by spaces */
+    /* six numbers, separated by spaces, the sign in hex */
 
     f[0] = ask->buf;
 
-    for (i = 1; i < 5; i++) {
+    for (i = 1; i < 6; i++) {
         f[i] = ngx_strlchr(f[i - 1], p, ' ');
         if (f[i] == NULL) {
             return NGX_ERROR;
@@ -322,33 +378,47 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         f[i]++;
     }
 
-    for (i = 0; i < 5; i++) {
-        v[i] = ngx_atoi(f[i], ((i < 4) ? f[i + 1] - 1 : p) - f[i]);
+    v[0] = ngx_hextoi(f[0], f[1] - 1 - f[0]);
+
+    for (i = 1; i < 6; i++) {
+        v[i] = ngx_atoi(f[i], ((i < 5) ? f[i + 1] - 1 : p) - f[i]);
+    }
+
+    for (i = 0; i < 6; i++) {
         if (v[i] == NGX_ERROR) {
             return NGX_ERROR;
         }
     }
 
-    if ((ngx_uint_t) v[0] >= ngx_zk_lock_broker_specs->nelts
-        || v[1] == 0 || v[3] == 0 || v[3] > NGX_ZK_LOCK_MAX_PATH
-        || v[4] > NGX_ZK_LOCK_BROKER_INFO)
+    if ((ngx_uint_t) v[1] >= ngx_zk_lock_broker_specs->nelts
+        || v[2] == 0 || v[4] == 0 || v[4] > NGX_ZK_LOCK_MAX_PATH
+        || v[5] > NGX_ZK_LOCK_BROKER_INFO)
     {
         return NGX_ERROR;
     }
 
-    if (last < p + 1 + v[3] + v[4]) {
+    specs = ngx_zk_lock_broker_specs->elts;
+
+    if ((uint32_t) v[0]
+        != ngx_zk_lock_broker_sign(ngx_zk_lock_broker_session, specs[v[1]]))
+    {
+        ngx_log_error(NGX_LOG_ERR, ask->conn->log, 0,
+                      "zk_sessions broker: an ask for a lock that is not "
+                      "this configuration's, refused");
+        return NGX_ERROR;
+    }
+
+    if (last < p + 1 + v[4] + v[5]) {
         return NGX_OK;
     }
 
     path.data = p + 1;
-    path.len = v[3];
+    path.len = v[4];
     info.data = path.data + path.len;
-    info.len = v[4];
-
-    specs = ngx_zk_lock_broker_specs->elts;
+    info.len = v[5];
 
     ask->node = ngx_zk_lock_take(ngx_zk_lock_broker_session,
-                                 specs[v[0]], &path, v[1], &info, v[2],
+                                 specs[v[1]], &path, v[2], &info, v[3],
                                  ngx_zk_lock_broker_told,
                                  ngx_zk_lock_broker_recall, ask,
                                  ask->conn->log);
@@ -360,8 +430,8 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
     ask->conn->idle = ask->node->ticket;
 
     if (ask->node->state == NGX_ZK_LOCK_HELD) {
-        /* a lease that the broker kept */
-        ngx_zk_lock_broker_told(ask->node);
+        /* a lease that the broker kept, to a worker that may be gone */
+        return ngx_zk_lock_broker_tell(ask);
     }
 
     return NGX_OK;
@@ -373,11 +443,28 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
 static void
 ngx_zk_lock_broker_told(ngx_zk_lock_node_t *node)
 {
-    u_char                   line[2 * NGX_ZK_LOCK_BROKER_LINE], *p;
-    ssize_t                  n;
-    ngx_zk_lock_ask_t       *ask;
+    ngx_zk_lock_ask_t  *ask;
 
     ask = node->data;
+
+    if (ngx_zk_lock_broker_tell(ask) != NGX_OK) {
+        ngx_zk_lock_broker_close(ask);
+    }
+}
+
+
+/* NGX_ERROR: the worker cannot be told, and the caller closes the ask */
+
+static ngx_int_t
+ngx_zk_lock_broker_tell(ngx_zk_lock_ask_t *ask)
+{
+    u_char                   line[2 * NGX_ZK_LOCK_BROKER_LINE], *p;
+    ssize_t                  n;
+    ngx_err_t                err;
+    ngx_uint_t               level;
+    ngx_zk_lock_node_t      *node;
+
+    node = ask->node;
 
     p = ngx_snprintf(line, NGX_ZK_LOCK_BROKER_LINE,
                      NGX_ZK_LOCK_BROKER_TELL,
@@ -393,12 +480,21 @@ ngx_zk_lock_broker_told(ngx_zk_lock_node_t *node)
 
     n = send(ask->conn->fd, line, p - line, 0);
 
-    if (n != p - line) {
-        ngx_log_error(NGX_LOG_ERR, ask->conn->log, ngx_socket_errno,
-                      "zk_sessions broker: a worker cannot be told of its "
-                      "node \"%s\", released", node->name);
-        ngx_zk_lock_broker_close(ask);
+    if (n == p - line) {
+        return NGX_OK;
     }
+
+    /* a worker whose request ended (its client went) closed it first */
+
+    err = ngx_socket_errno;
+    level = (err == NGX_EPIPE || err == NGX_ECONNRESET) ? NGX_LOG_INFO
+                                                        : NGX_LOG_ERR;
+
+    ngx_log_error(level, ask->conn->log, err,
+                  "zk_sessions broker: a worker cannot be told of its "
+                  "node \"%s\", released", node->name);
+
+    return NGX_ERROR;
 }
 
 

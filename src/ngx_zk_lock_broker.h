@@ -13,17 +13,23 @@
 #include <ngx_event.h>
 
 #include "ngx_zk_lock_session.h"
+#include "ngx_zk_lock_params.h"
 
 
 /*
  * zk_sessions <n>: the first n workers of an nginx have a ZooKeeper
  * session each, and take locks through it for the other workers too.  A
  * worker without a session connects to a broker's unix socket (in the
- * abstract namespace, named after the master and the configuration) for
- * each lock a request takes, and asks:
+ * abstract namespace, named after a random token of the master's and the
+ * configuration, see broker_addr()) for each lock a request takes, and
+ * asks:
  *
- *   "<directive> <weight> <try> <path length> <info length>\n" path info
+ *   "<sign> <directive> <weight> <try> <path length> <info length>\n"
+ *   path info
  *
+ * where the sign names the configuration and the directive's lock (see
+ * broker_sign()): a broker refuses an ask that is not for one of its own
+ * locks, so that no mix-up of names can ever lend a lease of another lock.
  * The broker takes the lock as the request would (ngx_zk_lock_take())
  * and tells every change of its node:
  *
@@ -48,11 +54,11 @@
  */
 
 
-#define NGX_ZK_LOCK_BROKER_ASK   "%ui %ui %ui %uz %uz\n"
+#define NGX_ZK_LOCK_BROKER_ASK   "%08xD %ui %ui %ui %uz %uz\n"
 #define NGX_ZK_LOCK_BROKER_TELL  "%d %d %uD %L %d %s\n"
 
 /* the longest line of each */
-#define NGX_ZK_LOCK_BROKER_HEAD  (5 * NGX_INT_T_LEN)
+#define NGX_ZK_LOCK_BROKER_HEAD  (6 * NGX_INT_T_LEN)
 #define NGX_ZK_LOCK_BROKER_LINE  (5 * NGX_INT64_LEN + 64)
 
 /* the longest node data asked for, see eval_info() */
@@ -61,11 +67,14 @@
 #define NGX_ZK_LOCK_BROKER_TRUST  "h %L\n"
 
 
+ngx_int_t ngx_zk_lock_broker_token(ngx_log_t *log);
 ngx_int_t ngx_zk_lock_broker_init(ngx_cycle_t *cycle,
     ngx_zk_lock_session_t *s, ngx_array_t *specs,
     ngx_uint_t generation);
 socklen_t ngx_zk_lock_broker_addr(struct sockaddr_un *sun,
     ngx_uint_t generation, ngx_uint_t slot);
+uint32_t ngx_zk_lock_broker_sign(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp);
 int64_t ngx_zk_lock_broker_clock(void);
 
 

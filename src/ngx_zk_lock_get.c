@@ -28,7 +28,7 @@ ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
     keep = ngx_zk_lock_kept(lp, weight, try);
 
     if (ngx_zk_lock_get_remote(s, keep)) {
-        node = ngx_zk_lock_remote_acquire(lp->id, path, weight, info, try,
+        node = ngx_zk_lock_remote_acquire(s, lp, path, weight, info, try,
                                           keep, notify, data, log);
 
         if (node == NULL || node->state != NGX_ZK_LOCK_FAILED) {

@@ -52,6 +52,14 @@
 #define NGX_ZK_LOCK_REMOTE_RETRY      50
 #define NGX_ZK_LOCK_REMOTE_RETRY_MAX  1000
 
+/*
+ * A lease of a path built from a request is parked for this long only,
+ * ms: between two requests of one client, as worker 0 keeps its own (see
+ * keep_check()); a value used once must not pin a node and a socket pair
+ * for "keep"
+ */
+#define NGX_ZK_LOCK_REMOTE_TRANSIENT  10
+
 
 typedef struct {
     ngx_zk_lock_node_t            node;       /* first: the owner's view */
@@ -62,6 +70,7 @@ typedef struct {
     ngx_event_t                   retry;      /* or, PARKED: "keep" */
     ngx_msec_t                    pause;
     ngx_msec_t                    keep;       /* kept between requests */
+    ngx_msec_t                    park;       /* parked for, at most */
     int64_t                       deadline;   /* trusted until, HELD */
     ngx_event_t                   trust;
     unsigned                      parked:1;
@@ -111,8 +120,9 @@ ngx_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation)
 
 
 ngx_zk_lock_node_t *
-ngx_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
-    ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
+ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
     ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     u_char                     *p;
@@ -120,7 +130,7 @@ ngx_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
     ngx_zk_lock_remote_t       *rn;
 
     if (keep) {
-        node = ngx_zk_lock_remote_unpark(id, path, notify, data, log);
+        node = ngx_zk_lock_remote_unpark(lp->id, path, notify, data, log);
         if (node) {
             return node;
         }
@@ -133,16 +143,21 @@ ngx_zk_lock_remote_acquire(ngx_uint_t id, ngx_str_t *path,
         return NULL;
     }
 
-    rn->id = id;
+    rn->id = lp->id;
     rn->keep = keep;
+    rn->park = lp->transient ? ngx_min(keep, NGX_ZK_LOCK_REMOTE_TRANSIENT)
+                             : keep;
 
-    /* the ask, kept: "<directive> <weight> <try> <lengths>\n" path info */
+    /*
+     * the ask, kept: "<sign> <directive> <weight> <try> <lengths>\n" path
+     * info
+     */
 
     rn->ask.data = (u_char *) &rn[1] + path->len + 1;
 
     p = ngx_snprintf(rn->ask.data, NGX_ZK_LOCK_BROKER_HEAD,
-                     NGX_ZK_LOCK_BROKER_ASK, id, weight, try, path->len,
-                     info->len);
+                     NGX_ZK_LOCK_BROKER_ASK, ngx_zk_lock_broker_sign(s, lp),
+                     lp->id, weight, try, path->len, info->len);
     p = ngx_cpymem(p, path->data, path->len);
     p = ngx_cpymem(p, info->data, info->len);
 
@@ -617,7 +632,10 @@ ngx_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
 }
 
 
-/* the last parked is the first taken: the others go after "keep" */
+/*
+ * the last parked is the first taken: the others go after "keep", or
+ * after a client's pause for a path built from a request
+ */
 
 static void
 ngx_zk_lock_remote_park(ngx_zk_lock_remote_t *rn)
@@ -640,7 +658,7 @@ ngx_zk_lock_remote_park(ngx_zk_lock_remote_t *rn)
 
     rn->parked = 1;
     rn->retry.handler = ngx_zk_lock_remote_expire;
-    ngx_add_timer(&rn->retry, rn->keep);
+    ngx_add_timer(&rn->retry, rn->park);
 
     /* an exiting worker closes it (ngx_close_idle_connections()) */
 

@@ -13,6 +13,7 @@
 #include <ngx_event.h>
 
 #include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_params.h"
 
 
 /*
@@ -21,10 +22,10 @@
  */
 
 void ngx_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation);
-ngx_zk_lock_node_t *ngx_zk_lock_remote_acquire(ngx_uint_t id,
-    ngx_str_t *path, ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
-    ngx_msec_t keep, ngx_zk_lock_notify_pt notify, void *data,
-    ngx_log_t *log);
+ngx_zk_lock_node_t *ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 ngx_uint_t ngx_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path);
 
 

@@ -41,8 +41,6 @@
 #define NGX_ZK_LOCK_ZLOG_QUIET  10
 
 
-static ngx_int_t ngx_zk_lock_session_random(ngx_log_t *log, void *buf,
-    size_t len);
 static ngx_int_t ngx_zk_lock_session_start(ngx_zk_lock_session_t *s);
 static void ngx_zk_lock_session_update(ngx_zk_lock_session_t *s);
 static void ngx_zk_lock_session_uncork(ngx_zk_lock_session_t *s);
@@ -403,7 +401,9 @@ ngx_zk_lock_session_instance(ngx_log_t *log,
 }
 
 
-static ngx_int_t
+/* bytes from the kernel: what two hosts, or two containers, never share */
+
+ngx_int_t
 ngx_zk_lock_session_random(ngx_log_t *log, void *buf, size_t len)
 {
     ssize_t   n;

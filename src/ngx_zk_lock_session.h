@@ -133,6 +133,7 @@ struct ngx_zk_lock_session_s {
 
 ngx_int_t ngx_zk_lock_session_instance(ngx_log_t *log,
     ngx_zk_lock_session_t *s);
+ngx_int_t ngx_zk_lock_session_random(ngx_log_t *log, void *buf, size_t len);
 ngx_int_t ngx_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_zk_lock_session_t *s);
 void ngx_zk_lock_session_close(ngx_zk_lock_session_t *s);

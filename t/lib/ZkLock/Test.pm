@@ -85,7 +85,9 @@ port, or opt port), %%PREFIX%%. Waits (opt timeout, 10 s) until the port
 accepts connections and all workers exist; dies with error.log otherwise.
 Options: workers (2), log_level ('info'), main_conf (text for the main
 context), connections (worker_connections, 1024; more also raises
-worker_rlimit_nofile), no_module, port, timeout.
+worker_rlimit_nofile), no_module, port, timeout, pid_namespace (the master
+is PID 1 of a PID namespace of its own, as in a container: unshare(1)
+starts it; pid is still the master's).
 Note: "ready" means the workers exist; the module's own ZooKeeper
 session may still be connecting - poll with wait_for if it matters.
 Methods: port, pid (master), prefix, worker_pids (current workers, not

@@ -142,7 +142,8 @@ sub _write_conf {
 
 sub port       { $_[0]{port} }
 sub stream_port { $_[0]{stream_port} }
-sub pid        { $_[0]{pid} }
+# the master's pid: in a PID namespace of its own, unshare's child
+sub pid        { $_[0]{master} // $_[0]{pid} }
 sub prefix     { $_[0]{prefix} }
 sub conf       { ZkLock::Test::slurp("$_[0]{prefix}/nginx.conf") }
 
@@ -154,19 +155,29 @@ sub error_log  { ZkLock::Test::slurp("$_[0]{prefix}/logs/error.log") }
 sub access_log { ZkLock::Test::slurp("$_[0]{prefix}/logs/access.log") }
 sub get        { my $s = shift; ZkLock::Test::http_get($s->{port}, @_) }
 
+# a listening port lost to another process (not a unix socket of ours)
+my $PORT_TAKEN = qr/bind\(\) to \S+ failed \(98: Address already in use\)/;
+
 sub start {
     my ($self) = @_;
     croak "nginx already running" if $self->{pid};
     my $fixed = defined $self->{opt}{port};
     for my $try (1 .. 5) {
         my $p = $self->{prefix};
+        # pid_namespace: the master is PID 1 of a namespace of its own, as
+        # in a container (unshare waits for it, and kills it if it dies)
+        my @ns = $self->{opt}{pid_namespace}
+            ? qw(unshare --pid --fork --kill-child) : ();
+        delete $self->{master};
         $self->{pid} = ZkLock::Test::spawn(name => 'nginx',
-            cmd => [$ZkLock::Test::NGINX, '-p', "$p/", '-e',
+            cmd => [@ns, $ZkLock::Test::NGINX, '-p', "$p/", '-e',
                 "$p/logs/error.log", '-c', "$p/nginx.conf"],
             log => "$p/logs/stderr.log");
         my $up = ZkLock::Test::wait_for(sub {
             return -1 unless ZkLock::Test::_running($self->{pid});
-            return -1 if $self->_startup_log =~ /Address already in use/;
+            ($self->{master}) = _children_of($self->{pid}) if @ns;
+            return 0 if @ns && !$self->{master};
+            return -1 if $self->_startup_log =~ $PORT_TAKEN;
             return 0 unless IO::Socket::INET->new(PeerAddr => '127.0.0.1',
                 PeerPort => $self->{port}, Proto => 'tcp', Timeout => 1);
             my $n = () = $self->worker_pids;
@@ -179,7 +190,7 @@ sub start {
         }
         my $log = $self->_startup_log;
         ZkLock::Test::_terminate(delete $self->{pid}, 'TERM', 2);
-        if ($log =~ /Address already in use/ && !$fixed) {
+        if ($log =~ $PORT_TAKEN && !$fixed) {
             # Lost the port race: pick another and rewrite the conf.
             $self->{port} = ZkLock::Test::free_port();
             $self->_write_conf;
@@ -199,13 +210,18 @@ sub _startup_log {
 sub child_pids {
     my ($self) = @_;
     return () unless $self->{pid};
+    return _children_of($self->pid);
+}
+
+sub _children_of {
+    my ($parent) = @_;
     my @kids;
     opendir my $d, '/proc' or return ();
     for my $pid (grep { /^\d+$/ } readdir $d) {
         open my $fh, '<', "/proc/$pid/stat" or next;
         my $stat = <$fh> // next;
         next unless $stat =~ /^\d+ \(.*\) (\S) (\d+)/s;    # see _live_groups
-        push @kids, $pid + 0 if $2 == $self->{pid} && $1 ne 'Z';
+        push @kids, $pid + 0 if $2 == $parent && $1 ne 'Z';
     }
     return sort { $a <=> $b } @kids;
 }
@@ -225,7 +241,7 @@ sub reload {
         $self->_write_conf;
     }
     my %old = map { $_ => 1 } $self->worker_pids;
-    kill 'HUP', $self->{pid} or croak "reload: $!";
+    kill 'HUP', $self->pid or croak "reload: $!";
     return ZkLock::Test::wait_for(sub {
         # Old workers that have not yet noticed the QUIT still look
         # like workers; wait until they exit or say "shutting down".
@@ -238,6 +254,11 @@ sub reload {
 sub stop {
     my ($self) = @_;
     return unless $self->{pid};
+    if (my $master = delete $self->{master}) {
+        # unshare passes no signal on: the master is told, unshare follows
+        kill 'QUIT', $master;
+        ZkLock::Test::proc_wait($self->{pid}, 10);
+    }
     ZkLock::Test::_terminate(delete $self->{pid}, 'QUIT', 10);
 }
 

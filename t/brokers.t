@@ -1,0 +1,166 @@
+#!/usr/bin/perl
+# The instance's kept leases and the zk_sessions brokers where ordinary
+# clients and deployments meet them (issue 36, items 1 to 3):
+#
+#  1. a borrower gone before worker 0 answers its ask: worker 0 holds idle
+#     leases and is stopped (SIGSTOP) while the requests of worker 1 time
+#     out and close their asks; resumed, it grants the idle leases to asks
+#     whose worker is gone, and lives on (it used to read a freed ask)
+#  2. two nginx in containers that share a network namespace (each
+#     master PID 1 of its own PID namespace): each serves its own lock
+#     with its own bound, no broker name taken by the other
+#  3. keep= on a path built from the request, with 2 workers: 40 values
+#     used once leave no node and no socket pair between the workers
+#     behind them within 3 s, though keep is 30 s
+use strict;
+use warnings;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use lib 't/lib';
+use ZkLock::Test;
+
+require_prereqs(qw(nginx zookeeper kazoo python module));
+
+my $zk = zk_start();
+my $be = backend_start();
+
+# the sockets between the workers of $ng that are connected: the accepted
+# ends of the asks, named after the broker's listening socket
+sub broker_pairs {
+    my ($ng) = @_;
+    my %ours;
+    for my $pid ($ng->worker_pids) {
+        opendir my $d, "/proc/$pid/fd" or next;
+        for (readdir $d) {
+            my $l = readlink "/proc/$pid/fd/$_" // next;
+            $ours{$1} = 1 if $l =~ /^socket:\[(\d+)\]$/;
+        }
+    }
+    my $n = 0;
+    for (split /\n/, slurp('/proc/net/unix')) {
+        my @f = split ' ';
+        # Num RefCount Protocol Flags Type St Inode Path
+        $n++ if @f >= 8 && $ours{ $f[6] } && $f[5] eq '03'
+            && $f[7] =~ /^\@ngx_zk_lock\//;
+    }
+    return $n;
+}
+
+subtest 'a borrower gone before worker 0 answers' => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /k {
+            zk_semaphore /br/k leases=8 keep=30s timeout=300ms;
+            add_header X-Pid $pid always;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    my ($w0, $w1) = sort { $a <=> $b } $ng->worker_pids;
+    ok(sessions_connected(10, $ng), 'sessions up');
+
+    # worker 0 serves some of its own: their leases stay idle in its pool
+    my $own = 0;
+    for (1 .. 20) {
+        my $res = http_parallel([ map { [ $ng->port, "/k?key=k&sleep=50" ] }
+            1 .. 8 ], timeout => 10);
+        $own += grep { ($_->{headers}{'x-pid'} // 0) == $w0 } @$res;
+        last if $own >= 2;
+    }
+    cmp_ok($own, '>=', 2, "worker 0 served $own of its own");
+
+    # worker 1 alone accepts: its asks wait in worker 0's backlog, and
+    # end with their requests (timeout=300ms) before worker 0 reads them
+    kill 'STOP', $w0;
+    my $res = http_parallel([ map { [ $ng->port, "/k?key=k&sleep=2000" ] }
+        1 .. 16 ], timeout => 10);
+    my $refused = grep { $_->{status} == 503 } @$res;
+    cmp_ok($refused, '>=', 1, "$refused asks ended before worker 0 read "
+        . 'them');
+    kill 'CONT', $w0;
+    sleep 1;
+
+    ok(pid_alive($w0) && pid_alive($w1), 'both workers live on');
+    unlike($ng->error_log, qr/exited on signal/, 'no worker exited on a '
+        . 'signal');
+    $be->reset;
+    $res = http_parallel([ map { [ $ng->port, "/k?key=k&sleep=100" ] }
+        1 .. 24 ], timeout => 10);
+    is(scalar(grep { $_->{status} == 200 } @$res), 24, 'then 24 x 200')
+        or diag(join ' ', map { $_->{status} } @$res);
+    cmp_ok($be->stats('k')->{max}, '<=', 8, 'at most 8 at a time');
+    $ng->stop;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/br/k') }, 8), 'no node left');
+};
+
+subtest 'two nginx in containers that share a network namespace' => sub {
+    plan skip_all => 'unshare(1) cannot make a PID namespace here'
+        if system('unshare --pid --fork true >/dev/null 2>&1') != 0;
+
+    my %ng;
+    for (['a', 4], ['b', 1]) {
+        my ($name, $leases) = @$_;
+        $ng{$name} = nginx_start(<<"EOF", zk => $zk, backend => $be,
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /ns {
+            zk_semaphore /br/ns/$name leases=$leases keep=30s timeout=10s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+            workers => 4, pid_namespace => 1);
+    }
+    for my $name (qw(a b)) {
+        ok(sessions_connected(10, $ng{$name}),
+            "$name: sessions up");
+        is(slurp('/proc/' . $ng{$name}->pid . '/status') =~ /^NSpid:.*\s1$/m
+            ? 1 : 0, 1, "$name: the master is PID 1 of its namespace");
+    }
+
+    $be->reset;
+    my $res = http_parallel([
+        (map { [ $ng{a}->port, "/ns?key=a&sleep=200" ] } 1 .. 16),
+        (map { [ $ng{b}->port, "/ns?key=b&sleep=200" ] } 1 .. 8) ],
+        timeout => 20);
+    is(scalar(grep { $_->{status} == 200 } @$res), 24, '24 x 200')
+        or diag(join ' ', map { $_->{status} } @$res);
+    is($be->stats('b')->{max}, 1, 'b: one at a time (leases=1)');
+    cmp_ok($be->stats('a')->{max}, '<=', 4, 'a: 4 at a time at most');
+    for my $name (qw(a b)) {
+        unlike($ng{$name}->error_log, qr/cannot listen|not this configur/,
+            "$name: each broker listens on its own name");
+    }
+    $_->stop for values %ng;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/br/ns') }, 8), 'no node left');
+};
+
+subtest 'keep= on a path from the request, 2 workers' => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /v {
+            zk_semaphore /br/v/$arg_v leases=2 keep=30s timeout=5s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(sessions_connected(10, $ng), 'sessions up');
+    my $res = http_parallel([ map { [ $ng->port, "/v?v=$_&key=v&sleep=20" ] }
+        1 .. 40 ], timeout => 10, stagger => 0.01);
+    is(scalar(grep { $_->{status} == 200 } @$res), 40, '40 values, 200 each')
+        or diag(join ' ', map { $_->{status} } @$res);
+    my $t0 = time;
+    my $gone = wait_for(sub {
+        !zk_ephemerals($zk, '/br/v') && !broker_pairs($ng) }, 3);
+    my @left = zk_ephemerals($zk, '/br/v');
+    ok($gone, sprintf('no node and no socket pair left within 3 s '
+        . '(keep=30s): %d nodes, %d pairs', scalar @left, broker_pairs($ng)));
+    $ng->stop;
+};
+
+done_testing;
