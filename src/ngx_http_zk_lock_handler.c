@@ -74,6 +74,7 @@ static ngx_int_t ngx_http_zk_lock_handler_overweight(ngx_http_request_t *r,
 static ngx_int_t ngx_http_zk_lock_handler_reject(ngx_http_request_t *r,
     ngx_http_zk_lock_pass_t *pass);
 static void ngx_http_zk_lock_handler_end(ngx_zk_lock_gate_t *gate);
+static ngx_uint_t ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx);
 static void ngx_http_zk_lock_handler_cut(ngx_zk_lock_gate_t *gate);
 static void ngx_http_zk_lock_handler_count(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
@@ -964,7 +965,14 @@ ngx_http_zk_lock_handler_end(ngx_zk_lock_gate_t *gate)
     ctx->wait_time += gate->wait_time;
 
     if (gate->done) {
-        ctx->status = NGX_DECLINED;
+        /* a lock of an earlier pass lost meanwhile is taken anew */
+        ctx->status = ngx_http_zk_lock_handler_lost(ctx) ? NGX_DONE
+                                                         : NGX_DECLINED;
+
+    } else if (gate->result == NGX_ZK_LOCK_GATE_REJECTED) {
+        /* a later lock's queue was full (max_waiting=) */
+        ctx->status = ngx_http_zk_lock_handler_reject(ctx->request, pass);
+        ngx_http_zk_lock_handler_remove(ctx, pass);
 
     } else {
         ctx->status = (gate->error == NGX_ZK_LOCK_FOREIGN)
@@ -974,6 +982,42 @@ ngx_http_zk_lock_handler_end(ngx_zk_lock_gate_t *gate)
     }
 
     ngx_http_zk_lock_handler_resume(ctx);
+}
+
+
+/*
+ * A lock that a pass took is gone (zk_lock_lost finish, its node deleted
+ * or its session expired) before the request went on: the request runs
+ * its phases again, and takes it anew (see holding())
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_handler_lost(ngx_http_zk_lock_ctx_t *ctx)
+{
+    ngx_uint_t                 i, j;
+    ngx_zk_lock_gate_t        *gate;
+    ngx_zk_lock_gate_hold_t   *hold;
+    ngx_http_zk_lock_pass_t  **pass;
+
+    pass = ctx->passes.elts;
+
+    for (i = 0; i < ctx->passes.nelts; i++) {
+        gate = &pass[i]->gate;
+
+        if (pass[i]->dry || gate->result == NGX_ZK_LOCK_GATE_BYPASSED) {
+            continue;
+        }
+
+        for (j = 0; j < gate->nholds; j++) {
+            hold = &gate->holds[j];
+
+            if (hold->node == NULL && !hold->local.held) {
+                return 1;
+            }
+        }
+    }
+
+    return 0;
 }
 
 

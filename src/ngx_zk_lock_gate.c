@@ -30,6 +30,12 @@ static void ngx_zk_lock_gate_arm(ngx_zk_lock_gate_t *gate,
 static void ngx_zk_lock_gate_told(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_gate_next(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
+static void ngx_zk_lock_gate_go(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static ngx_uint_t ngx_zk_lock_gate_long(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
+static void ngx_zk_lock_gate_rewind(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, int error);
 static void ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate,
@@ -122,13 +128,12 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
 }
 
 
-/* the worker's queue (zk_lock_max_waiting), and a lock's (max_waiting=) */
+/* the worker's queue (zk_lock_max_waiting) */
 
 static ngx_uint_t
 ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
 {
-    ngx_uint_t                i, n;
-    ngx_zk_lock_gate_hold_t  *hold;
+    ngx_uint_t  n;
 
     n = gate->max_waiting ? gate->max_waiting : ngx_cycle->connection_n;
 
@@ -141,35 +146,46 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
         return 1;
     }
 
-    for (i = 0; i < gate->nholds; i++) {
-        hold = &gate->holds[i];
-
-        if (hold->lock->max_waiting == 0) {
-            continue;
-        }
-
-        n = ngx_zk_lock_get_waiting(gate->session, hold->lock, &hold->path,
-                                    hold->weight);
-
-        if (n >= hold->lock->max_waiting) {
-            gate->next = i;
-
-            ngx_log_error(gate->log_level, gate->log, 0,
-                          "%s \"%V\" rejected: too many %ss waiting "
-                          "(%ui for it in the worker, max_waiting)",
-                          ngx_zk_lock_gate_directive(hold), &hold->path,
-                          gate->noun, n);
-            return 1;
-        }
-    }
-
     return 0;
 }
 
 
 /*
+ * A lock's queue (max_waiting=), checked before each lock is asked for,
+ * the second as the first: a participant that holds the first waits for
+ * the second behind others as anybody does
+ */
+
+static ngx_uint_t
+ngx_zk_lock_gate_long(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_uint_t  n;
+
+    if (hold->lock->max_waiting == 0) {
+        return 0;
+    }
+
+    n = ngx_zk_lock_get_waiting(gate->session, hold->lock, &hold->path,
+                                hold->weight);
+
+    if (n < hold->lock->max_waiting) {
+        return 0;
+    }
+
+    ngx_log_error(gate->log_level, gate->log, 0,
+                  "%s \"%V\" rejected: too many %ss waiting "
+                  "(%ui for it in the worker, max_waiting)",
+                  ngx_zk_lock_gate_directive(hold), &hold->path,
+                  gate->noun, n);
+
+    return 1;
+}
+
+
+/*
  * The locks from gate->next on: NGX_OK, all held; NGX_AGAIN, waiting;
- * NGX_DECLINED, too many wait for a local lease; NGX_ERROR
+ * NGX_DECLINED, too many wait for one (max_waiting=, or a local lease);
+ * NGX_ERROR
  */
 
 static ngx_int_t
@@ -186,6 +202,9 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
 
         if (gate->fail_local && ngx_zk_lock_session_gone(gate->session)) {
             rc = ngx_zk_lock_gate_local(gate, hold);
+
+        } else if (ngx_zk_lock_gate_long(gate, hold)) {
+            rc = NGX_DECLINED;
 
         } else {
             rc = ngx_zk_lock_gate_queue(gate, hold, timeout);
@@ -502,9 +521,18 @@ ngx_zk_lock_gate_find(ngx_zk_lock_gate_t *gate, ngx_zk_lock_node_t *node)
 static void
 ngx_zk_lock_gate_next(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
 {
-    ngx_int_t  rc;
-
     gate->next++;
+
+    ngx_zk_lock_gate_go(gate, hold);
+}
+
+
+/* the locks from gate->next on; hold: the last one had, for the log */
+
+static void
+ngx_zk_lock_gate_go(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_int_t  rc;
 
     rc = ngx_zk_lock_gate_take(gate);
 
@@ -660,6 +688,10 @@ ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
                                         ? NGX_ZK_LOCK_GATE_REVOKED
                                         : NGX_ZK_LOCK_GATE_LOST);
     if (!abort) {
+        if (!gate->done) {
+            ngx_zk_lock_gate_rewind(gate, hold);
+        }
+
         return;
     }
 
@@ -674,6 +706,36 @@ ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
     ngx_zk_lock_gate_give_back(gate);
 
     gate->handler(gate);
+}
+
+
+/*
+ * zk_lock_lost finish, while a later lock is waited for: the participant
+ * has not gone on yet, and goes on with all its locks or none.  The lock
+ * lost is taken again, and those after it let go and taken again after
+ * it, in the order every participant takes them, so that none waits for
+ * another that waits for it.
+ */
+
+static void
+ngx_zk_lock_gate_rewind(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    ngx_uint_t  i;
+
+    ngx_log_error(NGX_LOG_WARN, gate->log, 0,
+                  "%s \"%V\" lost before the %s went on: taken again",
+                  ngx_zk_lock_gate_directive(hold), &hold->path, gate->noun);
+
+    ngx_zk_lock_gate_unwait(gate);
+
+    for (i = hold - gate->holds + 1; i < gate->nholds; i++) {
+        ngx_zk_lock_gate_drop(gate, &gate->holds[i]);
+    }
+
+    gate->next = hold - gate->holds;
+
+    ngx_zk_lock_gate_go(gate, &gate->holds[gate->nholds - 1]);
 }
 
 
@@ -695,7 +757,16 @@ static void
 ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold)
 {
-    if (gate->session->connected) {
+    ngx_uint_t              silent;
+    ngx_zk_lock_session_t  *s;
+
+    s = gate->session;
+
+    /* zk_lock_fail open: a server that answers nothing is out of reach */
+    silent = gate->fail_open && s->connected
+             && ngx_zk_lock_session_silent(s);
+
+    if (s->connected && !silent) {
         ngx_log_error(gate->log_level, gate->log, 0,
                       "%s \"%V\" not acquired in %Mms",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
@@ -712,9 +783,11 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
 
     if (gate->fail_open) {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" bypassed after %Mms: no zookeeper "
-                      "connection", ngx_zk_lock_gate_directive(hold),
-                      &hold->path, gate->wait_time);
+                      "%s \"%V\" bypassed after %Mms: %s",
+                      ngx_zk_lock_gate_directive(hold), &hold->path,
+                      gate->wait_time,
+                      silent ? "no answer from zookeeper"
+                             : "no zookeeper connection");
 
         ngx_zk_lock_gate_bypass(gate, hold);
         return;

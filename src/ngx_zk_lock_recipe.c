@@ -475,12 +475,19 @@ ngx_zk_lock_recipe_busy(ngx_zk_lock_node_t *node)
 }
 
 
-/* the requests of this worker that wait on a lock path */
+/*
+ * The requests of this worker that wait on a lock path behind a holder
+ * (max_waiting=): those that a listing placed behind others, and of those
+ * still on their way (created, not listed yet), as many as the leases
+ * that the worker's own holders leave could not take.  A burst on free
+ * leases waits for nobody: HAProxy's maxqueue counts its queue, not its
+ * arrivals.
+ */
 
 ngx_uint_t
 ngx_zk_lock_waiting(ngx_zk_lock_session_t *s, ngx_str_t *path)
 {
-    ngx_uint_t                n;
+    ngx_uint_t                n, coming, held, room;
     ngx_queue_t              *q;
     ngx_zk_lock_t            *lock;
     ngx_zk_lock_node_t       *node;
@@ -493,6 +500,9 @@ ngx_zk_lock_waiting(ngx_zk_lock_session_t *s, ngx_str_t *path)
 
     /* a pool's lease waits for its requests, which are counted instead */
     n = lock->tickets;
+    coming = 0;
+    held = 0;
+    room = NGX_MAX_INT_T_VALUE;
 
     for (q = ngx_queue_head(&lock->nodes);
          q != ngx_queue_sentinel(&lock->nodes);
@@ -500,17 +510,37 @@ ngx_zk_lock_waiting(ngx_zk_lock_session_t *s, ngx_str_t *path)
     {
         node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
 
-        if (node->notify && node->state != NGX_ZK_LOCK_HELD
-            && !node->pooled
-            && (node->gate == NULL
-                || node->gate->state == NGX_ZK_LOCK_HELD))
+        if (node->notify == NULL || node->pooled
+            || (node->gate && node->gate->state != NGX_ZK_LOCK_HELD))
         {
             /* a node behind its gate waits there, and is counted there */
+            continue;
+        }
+
+        if (node->state == NGX_ZK_LOCK_HELD) {
+            held += node->weight;
+            continue;
+        }
+
+        if (node->state == NGX_ZK_LOCK_WAITING
+            && node->ahead != NGX_ZK_LOCK_UNKNOWN)
+        {
             n++;
+            continue;
+        }
+
+        coming++;
+
+        /* readers share: none of them waits for another */
+
+        if (node->kind != NGX_ZK_LOCK_READ) {
+            room = ngx_zk_lock_recipe_leases(node);
         }
     }
 
-    return n;
+    room = (room > held) ? room - held : 0;
+
+    return n + ((coming > room) ? coming - room : 0);
 }
 
 

@@ -126,6 +126,16 @@ struct ngx_zk_lock_session_s {
 #define ngx_zk_lock_session_gone(s)                                      \
     ((s)->jeopardy || (!(s)->live && (s)->down))
 
+
+/*
+ * Connected, but no answer for longer than the client's own ping interval
+ * (a third of the timeout; probes ask twice as often): a server that
+ * hangs (SIGSTOP, a full disk, a long GC) rather than refuses
+ */
+
+#define ngx_zk_lock_session_silent(s)                                    \
+    ((s)->live && ngx_current_msec - (s)->heard > (s)->negotiated / 3)
+
 /* connected, and heard from: its holders hold */
 #define ngx_zk_lock_session_usable(s)                                    \
     ((s)->connected && !(s)->jeopardy)
