@@ -737,6 +737,7 @@ ngx_http_zk_lock_view_data(int rc, const char *value, int value_len,
 static void
 ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
 {
+    ngx_uint_t                    failed;
     ngx_queue_t                  *q;
     ngx_http_zk_lock_view_t      *view;
     ngx_http_zk_lock_view_ctx_t  *ctx;
@@ -744,7 +745,11 @@ ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
     view = &ngx_http_zk_lock_view;
     view->next = NULL;
 
-    if (snap->failed) {
+    /* a failed snapshot is freed at once: what the waiters need, first */
+
+    failed = snap->failed;
+
+    if (failed) {
         ngx_destroy_pool(snap->pool);
 
     } else {
@@ -763,7 +768,7 @@ ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
 
         ctx = ngx_queue_data(q, ngx_http_zk_lock_view_ctx_t, queue);
         ctx->queued = 0;
-        ctx->stale = snap->failed;
+        ctx->stale = failed;
 
         if (ctx->event.timer_set) {
             ngx_del_timer(&ctx->event);
