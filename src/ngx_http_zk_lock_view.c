@@ -29,8 +29,12 @@
 /* the children whose data is read, per path, in the order of the queue */
 #define NGX_HTTP_ZK_LOCK_VIEW_MAX       100
 
-/* the bytes of a node's data kept: the module writes at most 256 */
+/* the bytes of a node's data shown: the module writes at most 256 */
 #define NGX_HTTP_ZK_LOCK_VIEW_DATA      512
+
+/* the buffers the answer is written into, and a line of fixed text */
+#define NGX_HTTP_ZK_LOCK_VIEW_CHUNK     4096
+#define NGX_HTTP_ZK_LOCK_VIEW_LINE      256
 
 /* a snapshot younger than this is served as it is, ms */
 #define NGX_HTTP_ZK_LOCK_VIEW_EVERY     1000
@@ -48,7 +52,8 @@ typedef struct ngx_http_zk_lock_view_lock_s  ngx_http_zk_lock_view_lock_t;
 typedef struct {
     ngx_http_zk_lock_view_lock_t  *lock;
     ngx_str_t                      name;
-    ngx_str_t                      data;
+    ngx_str_t                      data;      /* its first bytes */
+    size_t                         size;      /* of all its data */
     int64_t                        ctime;     /* ms, from its stat */
     uint32_t                       seq;
     ngx_uint_t                     writes;    /* write nodes ahead */
@@ -95,6 +100,21 @@ typedef struct {
 } ngx_http_zk_lock_view_t;
 
 
+/*
+ * The answer, written into a chain of buffers from the request's pool
+ * that grows as it fills: no estimate of its size to hold
+ */
+
+typedef struct {
+    ngx_pool_t                     *pool;
+    ngx_log_t                      *log;
+    ngx_chain_t                    *out;
+    ngx_chain_t                   **last;     /* the next link goes there */
+    ngx_buf_t                      *buf;      /* being written */
+    unsigned                        failed:1;
+} ngx_http_zk_lock_view_writer_t;
+
+
 /* a request waiting for a read */
 
 typedef struct {
@@ -128,24 +148,29 @@ static ngx_int_t ngx_http_zk_lock_view_send(ngx_http_request_t *r,
     ngx_uint_t stale);
 static ngx_int_t ngx_http_zk_lock_view_send_html(ngx_http_request_t *r);
 static ngx_int_t ngx_http_zk_lock_view_out(ngx_http_request_t *r,
-    ngx_buf_t *b, ngx_str_t *type);
-static size_t ngx_http_zk_lock_view_size(ngx_http_zk_lock_view_snap_t *snap);
-static u_char *ngx_http_zk_lock_view_json(u_char *p,
+    ngx_chain_t *out, ngx_str_t *type);
+static void ngx_http_zk_lock_view_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_snap_t *snap, ngx_uint_t stale);
-static u_char *ngx_http_zk_lock_view_lock_json(u_char *p,
+static void ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_lock_t *lock);
-static u_char *ngx_http_zk_lock_view_node_json(u_char *p,
+static void ngx_http_zk_lock_view_node_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_child_t *child);
 static const char *ngx_http_zk_lock_view_state(ngx_zk_lock_session_t *s);
-static u_char *ngx_http_zk_lock_view_escape(u_char *dst, u_char *src,
-    size_t len);
+static u_char *ngx_http_zk_lock_view_room(ngx_http_zk_lock_view_writer_t *w,
+    size_t n);
+static void ngx_http_zk_lock_view_printf(ngx_http_zk_lock_view_writer_t *w,
+    const char *fmt, ...);
+static void ngx_http_zk_lock_view_text(ngx_http_zk_lock_view_writer_t *w,
+    u_char *src, size_t len, ngx_uint_t cut);
+static ngx_int_t ngx_http_zk_lock_view_utf8(u_char *p, size_t n,
+    size_t *len);
 
 
 /* the node data the module writes, see eval_info() and keep_queue() */
 
 typedef struct {
     ngx_str_t                       host;
-    ngx_str_t                       pid;
+    ngx_int_t                       pid;
     ngx_str_t                       since;
     ngx_str_t                       method;
     ngx_str_t                       uri;
@@ -705,6 +730,9 @@ ngx_http_zk_lock_view_data(int rc, const char *value, int value_len,
         }
 
         if (value && value_len > 0) {
+            /* up to 1 MB, anybody's: the first bytes are enough to show */
+
+            child->size = value_len;
             len = ngx_min((size_t) value_len, NGX_HTTP_ZK_LOCK_VIEW_DATA);
 
             child->data.data = ngx_pnalloc(snap->pool, len);
@@ -737,6 +765,7 @@ ngx_http_zk_lock_view_data(int rc, const char *value, int value_len,
 static void
 ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
 {
+    ngx_uint_t                    failed;
     ngx_queue_t                  *q;
     ngx_http_zk_lock_view_t      *view;
     ngx_http_zk_lock_view_ctx_t  *ctx;
@@ -744,7 +773,11 @@ ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
     view = &ngx_http_zk_lock_view;
     view->next = NULL;
 
-    if (snap->failed) {
+    /* a failed snapshot is freed at once: what the waiters need, first */
+
+    failed = snap->failed;
+
+    if (failed) {
         ngx_destroy_pool(snap->pool);
 
     } else {
@@ -763,7 +796,7 @@ ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
 
         ctx = ngx_queue_data(q, ngx_http_zk_lock_view_ctx_t, queue);
         ctx->queued = 0;
-        ctx->stale = snap->failed;
+        ctx->stale = failed;
 
         if (ctx->event.timer_set) {
             ngx_del_timer(&ctx->event);
@@ -847,39 +880,33 @@ ngx_http_zk_lock_view_exit(void)
 static ngx_int_t
 ngx_http_zk_lock_view_send(ngx_http_request_t *r, ngx_uint_t stale)
 {
-    size_t                         size;
-    ngx_buf_t                     *b;
-    ngx_str_t                      type;
-    ngx_http_zk_lock_view_snap_t  *snap;
+    ngx_str_t                       type;
+    ngx_http_zk_lock_view_writer_t  w;
 
-    snap = ngx_http_zk_lock_view.current;
+    ngx_memzero(&w, sizeof(ngx_http_zk_lock_view_writer_t));
 
-    size = ngx_http_zk_lock_view_size(snap);
+    w.pool = r->pool;
+    w.log = r->connection->log;
+    w.last = &w.out;
 
-    b = ngx_create_temp_buf(r->pool, size);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    ngx_http_zk_lock_view_json(&w, ngx_http_zk_lock_view.current, stale);
 
-    b->last = ngx_http_zk_lock_view_json(b->last, snap, stale);
-
-    if ((size_t) (b->last - b->pos) > size) {
-        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                      "zk lock fleet view: buffer overrun");
+    if (w.failed) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     ngx_str_set(&type, "application/json");
 
-    return ngx_http_zk_lock_view_out(r, b, &type);
+    return ngx_http_zk_lock_view_out(r, w.out, &type);
 }
 
 
 static ngx_int_t
 ngx_http_zk_lock_view_send_html(ngx_http_request_t *r)
 {
-    ngx_buf_t  *b;
-    ngx_str_t   type;
+    ngx_buf_t    *b;
+    ngx_str_t     type;
+    ngx_chain_t   out;
 
     b = ngx_calloc_buf(r->pool);
     if (b == NULL) {
@@ -890,28 +917,40 @@ ngx_http_zk_lock_view_send_html(ngx_http_request_t *r)
     b->last = b->pos + ngx_http_zk_lock_view_page.len;
     b->memory = 1;
 
+    out.buf = b;
+    out.next = NULL;
+
     ngx_str_set(&type, "text/html; charset=utf-8");
 
-    return ngx_http_zk_lock_view_out(r, b, &type);
+    return ngx_http_zk_lock_view_out(r, &out, &type);
 }
 
 
-/* the whole answer, in one buffer */
+/* the whole answer, in memory */
 
 static ngx_int_t
-ngx_http_zk_lock_view_out(ngx_http_request_t *r, ngx_buf_t *b,
+ngx_http_zk_lock_view_out(ngx_http_request_t *r, ngx_chain_t *out,
     ngx_str_t *type)
 {
-    ngx_int_t    rc;
-    ngx_chain_t  out;
+    off_t         len;
+    ngx_int_t     rc;
+    ngx_chain_t  *cl;
+
+    len = 0;
+
+    for (cl = out; cl; cl = cl->next) {
+        len += cl->buf->last - cl->buf->pos;
+
+        if (cl->next == NULL) {
+            cl->buf->last_buf = (r == r->main) ? 1 : 0;
+            cl->buf->last_in_chain = 1;
+        }
+    }
 
     r->headers_out.content_type = *type;
     r->headers_out.content_type_len = type->len;
     r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
-
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
+    r->headers_out.content_length_n = len;
 
     rc = ngx_http_send_header(r);
 
@@ -919,49 +958,13 @@ ngx_http_zk_lock_view_out(ngx_http_request_t *r, ngx_buf_t *b,
         return rc;
     }
 
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
+    return ngx_http_output_filter(r, out);
 }
 
 
-/* a bound of the JSON, as written: each text escaped at most 6 times */
-
-static size_t
-ngx_http_zk_lock_view_size(ngx_http_zk_lock_view_snap_t *snap)
-{
-    size_t                          size;
-    ngx_uint_t                      i, j;
-    ngx_http_zk_lock_view_lock_t   *lock;
-    ngx_http_zk_lock_view_child_t  *child;
-
-    size = 1024 + 6 * ngx_cycle->hostname.len;
-
-    if (snap == NULL) {
-        return size;
-    }
-
-    lock = snap->locks.elts;
-
-    for (i = 0; i < snap->locks.nelts; i++) {
-        size += 512 + 6 * lock[i].path.len;
-
-        child = lock[i].children;
-
-        for (j = 0; j < lock[i].n; j++) {
-            /* the data's fields, and the data itself for a foreign one */
-            size += 512 + 6 * child[j].name.len + 12 * child[j].data.len;
-        }
-    }
-
-    return size;
-}
-
-
-static u_char *
-ngx_http_zk_lock_view_json(u_char *p, ngx_http_zk_lock_view_snap_t *snap,
-    ngx_uint_t stale)
+static void
+ngx_http_zk_lock_view_json(ngx_http_zk_lock_view_writer_t *w,
+    ngx_http_zk_lock_view_snap_t *snap, ngx_uint_t stale)
 {
     ngx_uint_t                     i;
     ngx_http_zk_lock_view_lock_t  *lock;
@@ -970,74 +973,75 @@ ngx_http_zk_lock_view_json(u_char *p, ngx_http_zk_lock_view_snap_t *snap,
     s = ngx_http_zk_lock_view.lmcf ? ngx_http_zk_lock_view.lmcf->session
                                    : NULL;
 
-    p = ngx_sprintf(p, "{\"version\":\"" NGX_ZK_LOCK_VERSION "\","
-                    "\"hostname\":\"");
-    p = ngx_http_zk_lock_view_escape(p, ngx_cycle->hostname.data,
-                                     ngx_cycle->hostname.len);
+    ngx_http_zk_lock_view_printf(w, "{\"version\":\"" NGX_ZK_LOCK_VERSION
+                                 "\",\"hostname\":\"");
+    ngx_http_zk_lock_view_text(w, ngx_cycle->hostname.data,
+                               ngx_cycle->hostname.len, 0);
 
-    p = ngx_sprintf(p, "\",\"pid\":%P,\"session\":\"%s\",\"stale\":%s,"
-                    "\"max_children\":%d,",
-                    ngx_pid, ngx_http_zk_lock_view_state(s),
-                    (stale || snap == NULL) ? "true" : "false",
-                    NGX_HTTP_ZK_LOCK_VIEW_MAX);
+    ngx_http_zk_lock_view_printf(w, "\",\"pid\":%P,\"session\":\"%s\","
+                                 "\"stale\":%s,\"max_children\":%d,",
+                                 ngx_pid, ngx_http_zk_lock_view_state(s),
+                                 (stale || snap == NULL) ? "true" : "false",
+                                 NGX_HTTP_ZK_LOCK_VIEW_MAX);
 
     if (snap == NULL) {
-        return ngx_sprintf(p, "\"reads\":0,\"read_at\":null,"
-                           "\"age_ms\":null,"
-                           "\"locks\":[]}\n");
+        ngx_http_zk_lock_view_printf(w, "\"reads\":0,\"read_at\":null,"
+                                     "\"age_ms\":null,\"locks\":[]}\n");
+        return;
     }
 
-    p = ngx_sprintf(p, "\"reads\":%ui,\"read_at\":%T,\"age_ms\":%M,"
-                    "\"locks\":[",
-                    ngx_http_zk_lock_view.reads, snap->time,
-                    (ngx_msec_t) (ngx_current_msec
-                                  - ngx_http_zk_lock_view.done));
+    ngx_http_zk_lock_view_printf(w, "\"reads\":%ui,\"read_at\":%T,"
+                                 "\"age_ms\":%M,\"locks\":[",
+                                 ngx_http_zk_lock_view.reads, snap->time,
+                                 (ngx_msec_t) (ngx_current_msec
+                                               - ngx_http_zk_lock_view.done));
 
     lock = snap->locks.elts;
 
     for (i = 0; i < snap->locks.nelts; i++) {
         if (i) {
-            *p++ = ',';
+            ngx_http_zk_lock_view_printf(w, ",");
         }
 
-        p = ngx_http_zk_lock_view_lock_json(p, &lock[i]);
+        ngx_http_zk_lock_view_lock_json(w, &lock[i]);
     }
 
-    return ngx_sprintf(p, "]}\n");
+    ngx_http_zk_lock_view_printf(w, "]}\n");
 }
 
 
-static u_char *
-ngx_http_zk_lock_view_lock_json(u_char *p, ngx_http_zk_lock_view_lock_t *lock)
+static void
+ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
+    ngx_http_zk_lock_view_lock_t *lock)
 {
     ngx_uint_t                      i, holds, holders, waiting;
     ngx_http_zk_lock_view_child_t  *child;
 
-    p = ngx_sprintf(p, "{\"path\":\"");
-    p = ngx_http_zk_lock_view_escape(p, lock->path.data, lock->path.len);
-    p = ngx_sprintf(p, "\",\"type\":\"%s\",", lock->type);
+    ngx_http_zk_lock_view_printf(w, "{\"path\":\"");
+    ngx_http_zk_lock_view_text(w, lock->path.data, lock->path.len, 0);
+    ngx_http_zk_lock_view_printf(w, "\",\"type\":\"%s\",", lock->type);
 
     if (lock->rw) {
-        p = ngx_sprintf(p, "\"leases\":null,");
+        ngx_http_zk_lock_view_printf(w, "\"leases\":null,");
 
     } else {
-        p = ngx_sprintf(p, "\"leases\":%ui,", lock->leases);
+        ngx_http_zk_lock_view_printf(w, "\"leases\":%ui,", lock->leases);
     }
 
-    p = ngx_sprintf(p, "\"source\":\"%s\",\"error\":",
-                    lock->live ? "live" : "configured");
+    ngx_http_zk_lock_view_printf(w, "\"source\":\"%s\",\"error\":",
+                                 lock->live ? "live" : "configured");
 
     if (lock->rc != ZOK) {
-        p = ngx_sprintf(p, "\"%s\",", zerror(lock->rc));
+        ngx_http_zk_lock_view_printf(w, "\"%s\",", zerror(lock->rc));
 
     } else {
-        p = ngx_sprintf(p, "null,");
+        ngx_http_zk_lock_view_printf(w, "null,");
     }
 
-    p = ngx_sprintf(p, "\"participants\":%ui,\"shown\":%ui,"
-                    "\"truncated\":%s,\"nodes\":[",
-                    lock->total, lock->n,
-                    (lock->n < lock->total) ? "true" : "false");
+    ngx_http_zk_lock_view_printf(w, "\"participants\":%ui,\"shown\":%ui,"
+                                 "\"truncated\":%s,\"nodes\":[",
+                                 lock->total, lock->n,
+                                 (lock->n < lock->total) ? "true" : "false");
 
     holders = 0;
     waiting = 0;
@@ -1064,24 +1068,25 @@ ngx_http_zk_lock_view_lock_json(u_char *p, ngx_http_zk_lock_view_lock_t *lock)
             waiting++;
         }
 
-        p = ngx_sprintf(p, "%s{\"position\":%ui,\"state\":\"%s\","
-                        "\"queue\":%ui,",
-                        i ? "," : "", i + 1,
-                        holds ? "holding" : "waiting",
-                        holds ? 0 : waiting);
+        ngx_http_zk_lock_view_printf(w, "%s{\"position\":%ui,"
+                                     "\"state\":\"%s\",\"queue\":%ui,",
+                                     i ? "," : "", i + 1,
+                                     holds ? "holding" : "waiting",
+                                     holds ? 0 : waiting);
 
-        p = ngx_http_zk_lock_view_node_json(p, child);
+        ngx_http_zk_lock_view_node_json(w, child);
     }
 
-    return ngx_sprintf(p, "],\"holders\":%ui,\"waiting\":%ui}",
-                       holders, waiting);
+    ngx_http_zk_lock_view_printf(w, "],\"holders\":%ui,\"waiting\":%ui}",
+                                 holders, waiting);
 }
 
 
-static u_char *
-ngx_http_zk_lock_view_node_json(u_char *p,
+static void
+ngx_http_zk_lock_view_node_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_child_t *child)
 {
+    ngx_uint_t                     cut;
     const char                    *kind;
     ngx_http_zk_lock_view_info_t   info;
 
@@ -1089,46 +1094,55 @@ ngx_http_zk_lock_view_node_json(u_char *p,
            : ngx_strstr(child->name.data, "__READ__") ? "read"
            : ngx_strstr(child->name.data, "-lease-") ? "lease" : "lock";
 
-    p = ngx_sprintf(p, "\"node\":\"");
-    p = ngx_http_zk_lock_view_escape(p, child->name.data, child->name.len);
-    p = ngx_sprintf(p, "\",\"seq\":%uD,\"kind\":\"%s\",\"gone\":%s,"
-                    "\"created\":%L,",
-                    child->seq, kind, child->gone ? "true" : "false",
-                    child->ctime);
+    ngx_http_zk_lock_view_printf(w, "\"node\":\"");
+    ngx_http_zk_lock_view_text(w, child->name.data, child->name.len, 0);
+    ngx_http_zk_lock_view_printf(w, "\",\"seq\":%uD,\"kind\":\"%s\","
+                                 "\"gone\":%s,\"created\":%L,",
+                                 child->seq, kind,
+                                 child->gone ? "true" : "false",
+                                 child->ctime);
 
     if (!child->read) {
-        return ngx_sprintf(p, "\"client\":null,\"kept\":false}");
+        ngx_http_zk_lock_view_printf(w, "\"client\":null,\"kept\":false}");
+        return;
     }
 
-    if (ngx_http_zk_lock_view_parse(&child->data, &info) != NGX_OK) {
+    /* the module writes less than the view keeps: more is not its data */
+
+    cut = (child->size > child->data.len);
+
+    if (cut || ngx_http_zk_lock_view_parse(&child->data, &info) != NGX_OK) {
 
         /* Curator writes the client's address, or what it was told */
 
-        p = ngx_sprintf(p, "\"client\":\"curator\",\"kept\":false,"
-                        "\"data\":\"");
-        p = ngx_http_zk_lock_view_escape(p, child->data.data,
-                                         child->data.len);
-        return ngx_sprintf(p, "\"}");
+        ngx_http_zk_lock_view_printf(w, "\"client\":\"curator\","
+                                     "\"kept\":false,\"data\":\"");
+        ngx_http_zk_lock_view_text(w, child->data.data, child->data.len,
+                                   cut);
+        ngx_http_zk_lock_view_printf(w, "%s\",\"data_bytes\":%uz}",
+                                     cut ? "\xe2\x80\xa6" : "", child->size);
+        return;
     }
 
-    p = ngx_sprintf(p, "\"client\":\"nginx\",\"kept\":%s,\"host\":\"",
-                    info.kept.len ? "true" : "false");
-    p = ngx_http_zk_lock_view_escape(p, info.host.data, info.host.len);
-    p = ngx_sprintf(p, "\",\"pid\":%V,\"since\":\"", &info.pid);
-    p = ngx_http_zk_lock_view_escape(p, info.since.data, info.since.len);
+    ngx_http_zk_lock_view_printf(w, "\"client\":\"nginx\",\"kept\":%s,"
+                                 "\"host\":\"",
+                                 info.kept.len ? "true" : "false");
+    ngx_http_zk_lock_view_text(w, info.host.data, info.host.len, 0);
+    ngx_http_zk_lock_view_printf(w, "\",\"pid\":%i,\"since\":\"", info.pid);
+    ngx_http_zk_lock_view_text(w, info.since.data, info.since.len, 0);
 
     if (info.kept.len) {
-        p = ngx_sprintf(p, "\",\"kept_for\":\"");
-        p = ngx_http_zk_lock_view_escape(p, info.kept.data, info.kept.len);
-        return ngx_sprintf(p, "\"}");
+        ngx_http_zk_lock_view_printf(w, "\",\"kept_for\":\"");
+        ngx_http_zk_lock_view_text(w, info.kept.data, info.kept.len, 0);
+        ngx_http_zk_lock_view_printf(w, "\"}");
+        return;
     }
 
-    p = ngx_sprintf(p, "\",\"method\":\"");
-    p = ngx_http_zk_lock_view_escape(p, info.method.data, info.method.len);
-    p = ngx_sprintf(p, "\",\"uri\":\"");
-    p = ngx_http_zk_lock_view_escape(p, info.uri.data, info.uri.len);
-
-    return ngx_sprintf(p, "\"}");
+    ngx_http_zk_lock_view_printf(w, "\",\"method\":\"");
+    ngx_http_zk_lock_view_text(w, info.method.data, info.method.len, 0);
+    ngx_http_zk_lock_view_printf(w, "\",\"uri\":\"");
+    ngx_http_zk_lock_view_text(w, info.uri.data, info.uri.len, 0);
+    ngx_http_zk_lock_view_printf(w, "\"}");
 }
 
 
@@ -1161,15 +1175,17 @@ ngx_http_zk_lock_view_parse(ngx_str_t *data,
     info->host.len = q - p;
 
     p = q + 5;
-    info->pid.data = p;
+    q = p;
 
     while (p < last && *p >= '0' && *p <= '9') {
         p++;
     }
 
-    info->pid.len = p - info->pid.data;
+    /* written as a JSON number: "007" is 7, more than ngx_int_t is not */
 
-    if (info->pid.len == 0 || info->pid.len > NGX_INT64_LEN
+    info->pid = ngx_atoi(q, p - q);
+
+    if (info->pid == NGX_ERROR
         || last - p < 7 || ngx_strncmp(p, " since ", 7) != 0)
     {
         return NGX_DECLINED;
@@ -1231,16 +1247,97 @@ ngx_http_zk_lock_view_state(ngx_zk_lock_session_t *s)
 }
 
 
-/*
- * JSON text from any bytes: UTF-8 as it is, other bytes and controls as
- * \u00XX, at most 6 bytes for one
- */
+/* room for n more bytes: in the buffer being written, or in a new one */
 
 static u_char *
-ngx_http_zk_lock_view_escape(u_char *dst, u_char *src, size_t len)
+ngx_http_zk_lock_view_room(ngx_http_zk_lock_view_writer_t *w, size_t n)
 {
-    u_char    *p, *q, *last;
-    uint32_t   c;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    if (w->failed) {
+        return NULL;
+    }
+
+    if (w->buf && (size_t) (w->buf->end - w->buf->last) >= n) {
+        return w->buf->last;
+    }
+
+    b = ngx_create_temp_buf(w->pool,
+                            ngx_max(n, NGX_HTTP_ZK_LOCK_VIEW_CHUNK));
+    if (b == NULL) {
+        w->failed = 1;
+        return NULL;
+    }
+
+    cl = ngx_alloc_chain_link(w->pool);
+    if (cl == NULL) {
+        w->failed = 1;
+        return NULL;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    *w->last = cl;
+    w->last = &cl->next;
+    w->buf = b;
+
+    return b->last;
+}
+
+
+/*
+ * Fixed text with numbers and the module's own names, never data: a line
+ * is short, and one that would not fit is a bug, not a shorter answer
+ */
+
+static void
+ngx_http_zk_lock_view_printf(ngx_http_zk_lock_view_writer_t *w,
+    const char *fmt, ...)
+{
+    u_char   *p, *last;
+    va_list   args;
+
+    p = ngx_http_zk_lock_view_room(w, NGX_HTTP_ZK_LOCK_VIEW_LINE);
+    if (p == NULL) {
+        return;
+    }
+
+    last = p + NGX_HTTP_ZK_LOCK_VIEW_LINE;
+
+    va_start(args, fmt);
+    p = ngx_vslprintf(p, last, fmt, args);
+    va_end(args);
+
+    if (p == last) {
+        ngx_log_error(NGX_LOG_ALERT, w->log, 0,
+                      "zk lock fleet view: a line does not fit in %d bytes",
+                      NGX_HTTP_ZK_LOCK_VIEW_LINE);
+        w->failed = 1;
+        return;
+    }
+
+    w->buf->last = p;
+}
+
+
+/*
+ * A JSON string's text from any bytes (a node's data is anybody's), safe
+ * in a <script> too: valid UTF-8 as it is; '"' and '\' escaped; control
+ * bytes, '<' (no "</script>" nor "<!--") and U+2028, U+2029 (line ends
+ * to older JavaScript) as \uXXXX; each invalid sequence as U+FFFD.  With
+ * "cut" the text was cut at a byte count: a character cut in half at its
+ * end is left out.
+ */
+
+static void
+ngx_http_zk_lock_view_text(ngx_http_zk_lock_view_writer_t *w, u_char *src,
+    size_t len, ngx_uint_t cut)
+{
+    u_char     *p, *last, *dst;
+    size_t      n;
+    ngx_int_t   rc;
 
     static u_char  hex[] = "0123456789abcdef";
 
@@ -1249,36 +1346,103 @@ ngx_http_zk_lock_view_escape(u_char *dst, u_char *src, size_t len)
 
     while (p < last) {
 
-        if (*p >= 0x80) {
-            q = p;
-            c = ngx_utf8_decode(&q, last - p);
+        /* a byte, or a character, makes 6 bytes at most */
 
-            if (c <= 0x10ffff) {
-                dst = ngx_cpymem(dst, p, q - p);
-                p = q;
-                continue;
+        dst = ngx_http_zk_lock_view_room(w, 6);
+        if (dst == NULL) {
+            return;
+        }
+
+        if (*p >= 0x80) {
+            rc = ngx_http_zk_lock_view_utf8(p, last - p, &n);
+
+            if (rc == NGX_AGAIN && cut) {
+                return;
             }
 
-        } else if (*p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f) {
-            *dst++ = *p++;
-            continue;
+            if (rc != NGX_OK) {
+                dst = ngx_cpymem(dst, "\xef\xbf\xbd", 3);
+
+            } else if (n == 3 && p[0] == 0xe2 && p[1] == 0x80
+                       && (p[2] == 0xa8 || p[2] == 0xa9))
+            {
+                dst = ngx_cpymem(dst, p[2] == 0xa8 ? "\\u2028" : "\\u2029",
+                                 6);
+
+            } else {
+                dst = ngx_cpymem(dst, p, n);
+            }
+
+            p += n;
 
         } else if (*p == '"' || *p == '\\') {
             *dst++ = '\\';
             *dst++ = *p++;
-            continue;
+
+        } else if (*p < 0x20 || *p == 0x7f || *p == '<') {
+            *dst++ = '\\';
+            *dst++ = 'u';
+            *dst++ = '0';
+            *dst++ = '0';
+            *dst++ = hex[*p >> 4];
+            *dst++ = hex[*p & 0xf];
+            p++;
+
+        } else {
+            *dst++ = *p++;
         }
 
-        *dst++ = '\\';
-        *dst++ = 'u';
-        *dst++ = '0';
-        *dst++ = '0';
-        *dst++ = hex[*p >> 4];
-        *dst++ = hex[*p & 0xf];
-        p++;
+        w->buf->last = dst;
+    }
+}
+
+
+/*
+ * The UTF-8 character at p, as RFC 3629 has it: no overlong form, no
+ * surrogate, nothing above U+10FFFF (ngx_utf8_decode() takes any byte
+ * from 0x80 up as a continuation, and surrogates).  NGX_OK and its
+ * length; NGX_DECLINED and the length of the invalid sequence, its
+ * "maximal subpart" that browsers and Python replace with one U+FFFD;
+ * NGX_AGAIN when the n bytes end within a character.
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_view_utf8(u_char *p, size_t n, size_t *len)
+{
+    u_char  lo, hi;
+    size_t  i, size;
+
+    if (*p < 0xc2 || *p > 0xf4) {
+        *len = 1;
+        return (*p < 0x80) ? NGX_OK : NGX_DECLINED;
     }
 
-    return dst;
+    size = (*p >= 0xf0) ? 4 : (*p >= 0xe0) ? 3 : 2;
+
+    /* the second byte's range rules out the overlongs, and the rest */
+
+    lo = (*p == 0xe0) ? 0xa0 : (*p == 0xf0) ? 0x90 : 0x80;
+    hi = (*p == 0xed) ? 0x9f : (*p == 0xf4) ? 0x8f : 0xbf;
+
+    for (i = 1; i < size; i++) {
+
+        if (i == n) {
+            *len = i;
+            return NGX_AGAIN;
+        }
+
+        if (p[i] < lo || p[i] > hi) {
+            *len = i;
+            return NGX_DECLINED;
+        }
+
+        lo = 0x80;
+        hi = 0xbf;
+    }
+
+    *len = size;
+
+    return NGX_OK;
 }
 
 

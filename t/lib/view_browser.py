@@ -8,6 +8,8 @@ Waits until the page has drawn DRAWS times (default 2: the first fetch and
 one auto-refresh, 2 s later), then prints
   {"draws": n, "title": ..., "session": <header text>, "session_class": ...,
    "resources": [every URL the page fetched],
+   "tags": [the names of the elements drawn in the page's <main>],
+   "dialogs": [the messages of alert(), confirm() or prompt() calls],
    "locks": [{"path": ..., "heading": ..., "notes": [...],
               "header": [th texts],
               "rows": [{"class": ..., "cells": [td texts]}]}]}
@@ -52,6 +54,12 @@ def main():
 
         try:
             drv.set_page_load_timeout(timeout)
+            # a dialog would be script that the data ran: count, not block
+            drv.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {
+                "source": "window.__dialogs = [];"
+                          "['alert', 'confirm', 'prompt'].forEach(function (f)"
+                          " { window[f] = function (m) {"
+                          " window.__dialogs.push(String(m)); }; });"})
             drv.get(url)
             deadline = time.time() + timeout
             n = 0
@@ -74,7 +82,12 @@ def main():
                         session: s.textContent, session_class: s.className,
                         resources: performance.getEntriesByType('resource')
                                    .map(function (e) { return e.name; }),
+                        tags: [], dialogs: window.__dialogs || [],
                         locks: []};
+              document.querySelectorAll('main *').forEach(function (e) {
+                var t = e.tagName.toLowerCase();
+                if (r.tags.indexOf(t) < 0) r.tags.push(t);
+              });
               document.querySelectorAll('section').forEach(function (sec) {
                 var l = {path: sec.getAttribute('data-path'),
                          heading: sec.querySelector('h2').textContent,
