@@ -7,15 +7,20 @@ use strict;
 use warnings;
 use Test::More;
 use File::Temp qw(tempdir);
+use Fcntl qw(:flock);
 use FindBin;
 
 my $top = "$FindBin::Bin/..";
 my $tree = ($ENV{BUILD_DIR} || "$top/t/build") . '/nginx';
 
+# prove -j: the build is shared, and serialised as module_path() does
+open my $lock, '<', "$top/t/lib/build.sh" or BAIL_OUT("build.sh: $!");
+flock $lock, LOCK_EX;
 unless (-f "$tree/objs/ngx_auto_config.h") {
     system('sh', "$top/t/lib/build.sh") == 0
         or BAIL_OUT('t/lib/build.sh failed');
 }
+close $lock;
 
 my $dir = tempdir(CLEANUP => 1);
 my @inc = map { "-I$_" } "$tree/src/core", "$tree/src/event",
