@@ -584,9 +584,10 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
 
     default:
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" failed (%d: %s)",
+                      "%s \"%V\" failed (%d: %s)%s",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
-                      error, zerror(error));
+                      error, zerror(error),
+                      ngx_zk_lock_session_advice(error));
     }
 
     ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);

@@ -104,6 +104,7 @@ struct ngx_zk_lock_s {
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */
     unsigned                      made:1;     /* a node created here */
+    unsigned                      denied:1;   /* a parent's create: NOAUTH */
     unsigned                      vet:2;      /* ngx_zk_lock_vet_e */
     u_char                        path[1];
 };
