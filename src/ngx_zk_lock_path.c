@@ -887,6 +887,42 @@ ngx_zk_lock_path_child(u_char *buf, ngx_zk_lock_t *lock,
 
 
 /*
+ * A path as a configuration message quotes it: one longer than what
+ * nginx's message can hold (NGX_MAX_CONF_ERRSTR) would push out what
+ * follows it, the reason and the file and line; so its middle is left out
+ */
+
+ngx_str_t *
+ngx_zk_lock_path_short(ngx_pool_t *pool, ngx_str_t *path)
+{
+    u_char     *p;
+    ngx_str_t  *s;
+
+    if (path->len <= NGX_ZK_LOCK_SHORT_HEAD + NGX_ZK_LOCK_SHORT_TAIL + 3) {
+        return path;
+    }
+
+    s = ngx_palloc(pool, sizeof(ngx_str_t));
+    if (s == NULL) {
+        return path;
+    }
+
+    s->len = NGX_ZK_LOCK_SHORT_HEAD + 3 + NGX_ZK_LOCK_SHORT_TAIL;
+    s->data = ngx_pnalloc(pool, s->len);
+    if (s->data == NULL) {
+        return path;
+    }
+
+    p = ngx_cpymem(s->data, path->data, NGX_ZK_LOCK_SHORT_HEAD);
+    p = ngx_cpymem(p, "...", 3);
+    ngx_memcpy(p, path->data + path->len - NGX_ZK_LOCK_SHORT_TAIL,
+               NGX_ZK_LOCK_SHORT_TAIL);
+
+    return s;
+}
+
+
+/*
  * The segments of "/a/b" after its first "/", each by the rule below:
  * NULL, or why one is not; *n: how many were checked
  */
