@@ -575,6 +575,7 @@ ngx_http_zk_lock_handler_pass(ngx_http_request_t *r,
     gate->count = ngx_http_zk_lock_handler_count;
     gate->data = pass;
     gate->log = r->connection->log;
+    gate->pool = r->main->pool;
     gate->noun = "request";
     gate->cut = "aborting the request";
 

@@ -343,10 +343,12 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
         for (i = 0; i < lmcf->literals->nelts; i++) {
             if (lit[i].name.len > lmcf->max_path) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "lock path \"%V\" in %V:%ui is longer "
-                                   "than zk_lock_max_path (%uz bytes)",
-                                   &lit[i].name, &lit[i].file, lit[i].line,
-                                   lmcf->max_path);
+                                   "lock path in %V:%ui is %uz bytes, "
+                                   "longer than zk_lock_max_path (%uz): "
+                                   "\"%V\"", &lit[i].file, lit[i].line,
+                                   lit[i].name.len, lmcf->max_path,
+                                   ngx_zk_lock_path_short(cf->pool,
+                                                          &lit[i].name));
                 return NGX_CONF_ERROR;
             }
         }
@@ -368,7 +370,9 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid lock path \"%V\": segment 1 is "
                                "reserved by ZooKeeper (a chroot in "
-                               "\"zk_hosts\" allows it)", &metric[i].name);
+                               "\"zk_hosts\" allows it)",
+                               ngx_zk_lock_path_short(cf->pool,
+                                                      &metric[i].name));
             return NGX_CONF_ERROR;
         }
     }
@@ -547,6 +551,12 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (ngx_zk_lock_params_unique(cf, llcf->locks, &spec->lock, 1)
+        != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
     if (spec->lock.weight_var.len
         && ngx_http_zk_lock_compile_weight(cf, spec) != NGX_CONF_OK)
     {
@@ -576,7 +586,7 @@ static char *
 ngx_http_zk_lock_counter_reach(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 {
     u_char     *p, *dollar;
-    ngx_str_t  *c, *name;
+    ngx_str_t  *c, *name, top;
 
     c = &spec->lock.counter;
     name = &spec->lock.name;
@@ -592,12 +602,16 @@ ngx_http_zk_lock_counter_reach(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         && ngx_strncmp(c->data, name->data, p - name->data) == 0
         && c->data[p - name->data] == '/')
     {
+        top.data = name->data;
+        top.len = p - name->data + 1;
+
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "the lease count \"%V\" is below \"%*s\", where "
+                           "the lease count \"%V\" is below \"%V\", where "
                            "the variable of the lock path \"%V\" may lead: "
-                           "a request could use it as a lock", c,
-                           (size_t) (p - spec->lock.name.data) + 1,
-                           spec->lock.name.data, &spec->lock.name);
+                           "a request could use it as a lock",
+                           ngx_zk_lock_path_short(cf->pool, c),
+                           ngx_zk_lock_path_short(cf->pool, &top),
+                           ngx_zk_lock_path_short(cf->pool, name));
         return NGX_CONF_ERROR;
     }
 
@@ -816,7 +830,9 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
     if (spec->lock.name.len < 2 || p[0] != '/') {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "lock path \"%V\" must be absolute and name a node "
-                           "below \"/\"", &spec->lock.name);
+                           "below \"/\"",
+                           ngx_zk_lock_path_short(cf->pool,
+                                                  &spec->lock.name));
         return NGX_CONF_ERROR;
     }
 
@@ -863,7 +879,10 @@ ngx_http_zk_lock_compile_path(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
             if (err) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                    "invalid lock path \"%V\": segment %ui "
-                                   "is %s", &spec->lock.name, n + 1, err);
+                                   "is %s",
+                                   ngx_zk_lock_path_short(cf->pool,
+                                                          &spec->lock.name),
+                                   n + 1, err);
                 return NGX_CONF_ERROR;
             }
         }

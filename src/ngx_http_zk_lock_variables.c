@@ -119,7 +119,11 @@ ngx_http_zk_lock_variables_result(ngx_http_request_t *r,
 }
 
 
-/* the nodes held, as full paths or as tokens (data), separated by spaces */
+/*
+ * The nodes the request holds, or held once its locks were all had (a
+ * node lost with its session stays), as full paths or as tokens (data),
+ * separated by spaces
+ */
 
 static ngx_int_t
 ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
@@ -127,9 +131,7 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
 {
     u_char                    *p;
     size_t                     len;
-    ngx_uint_t                 i, j, found;
-    ngx_zk_lock_gate_t        *gate;
-    ngx_zk_lock_node_t        *node;
+    ngx_uint_t                 i, found;
     ngx_http_zk_lock_ctx_t    *ctx;
     ngx_http_zk_lock_pass_t  **pass;
 
@@ -144,17 +146,8 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     len = 0;
 
     for (i = 0; i < ctx->passes.nelts; i++) {
-        gate = &pass[i]->gate;
-
-        for (j = 0; j < gate->nholds; j++) {
-            node = gate->holds[j].node;
-
-            if (node && node->state == NGX_ZK_LOCK_HELD && !pass[i]->dry) {
-                len += (data ? NGX_INT64_LEN
-                             : ngx_strlen(ngx_zk_lock_node_path(node)) + 1
-                               + node->name_len)
-                       + 1;
-            }
+        if (!pass[i]->dry) {
+            len += ngx_zk_lock_gate_held_len(&pass[i]->gate, data);
         }
     }
 
@@ -171,30 +164,9 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     v->data = p;
 
     for (i = 0; i < ctx->passes.nelts; i++) {
-        gate = &pass[i]->gate;
-
-        for (j = 0; j < gate->nholds; j++) {
-            node = gate->holds[j].node;
-
-            if (node == NULL || node->state != NGX_ZK_LOCK_HELD
-                || pass[i]->dry)
-            {
-                continue;
-            }
-
-            if (p != v->data) {
-                *p++ = ' ';
-            }
-
-            if (data) {
-                /* the fencing token: its node's czxid */
-                p = ngx_sprintf(p, "%L", node->czxid);
-
-            } else {
-                p = ngx_sprintf(p, "%s/%*s",
-                                ngx_zk_lock_node_path(node),
-                                node->name_len, node->name);
-            }
+        if (!pass[i]->dry) {
+            p = ngx_zk_lock_gate_held_nodes(&pass[i]->gate, data, p,
+                                            v->data);
         }
     }
 

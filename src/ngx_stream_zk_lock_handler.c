@@ -161,6 +161,7 @@ ngx_stream_zk_lock_handler_start(ngx_stream_session_t *s,
     gate->lost = ngx_stream_zk_lock_handler_cut;
     gate->data = ctx;
     gate->log = c->log;
+    gate->pool = c->pool;
     gate->noun = "connection";
     gate->cut = "closing the connection";
 

@@ -307,7 +307,6 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_int_t                        rc;
     ngx_str_t                       *value;
-    ngx_uint_t                       i;
     ngx_stream_zk_lock_spec_t       *spec;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
@@ -317,22 +316,6 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         sscf->locks = ngx_array_create(cf->pool, 1,
                                        sizeof(ngx_stream_zk_lock_spec_t));
         if (sscf->locks == NULL) {
-            return NGX_CONF_ERROR;
-        }
-    }
-
-    /* no re-entry in stream: a second lock on a path waits for the first */
-
-    spec = sscf->locks->elts;
-
-    for (i = 0; i < sscf->locks->nelts; i++) {
-        if (spec[i].lock.name.len == value[1].len
-            && ngx_strncmp(spec[i].lock.name.data, value[1].data,
-                           value[1].len) == 0)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "lock path \"%V\" is locked twice here: a "
-                               "connection takes a lock once", &value[1]);
             return NGX_CONF_ERROR;
         }
     }
@@ -350,6 +333,14 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     if (ngx_zk_lock_params(cf, cmd, &spec->lock) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* no re-entry in stream: a second lock on a path waits for the first */
+
+    if (ngx_zk_lock_params_unique(cf, sscf->locks, &spec->lock, 0)
+        != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 
@@ -411,7 +402,9 @@ ngx_stream_zk_lock_compile(ngx_conf_t *cf, ngx_stream_zk_lock_spec_t *spec)
     if (spec->lock.name.len < 2 || p[0] != '/') {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "lock path \"%V\" must be absolute and name a node "
-                           "below \"/\"", &spec->lock.name);
+                           "below \"/\"",
+                           ngx_zk_lock_path_short(cf->pool,
+                                                  &spec->lock.name));
         return NGX_CONF_ERROR;
     }
 
@@ -440,7 +433,9 @@ ngx_stream_zk_lock_compile(ngx_conf_t *cf, ngx_stream_zk_lock_spec_t *spec)
         if (err) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid lock path \"%V\": segment %ui is %s",
-                               &spec->lock.name, n + 1, err);
+                               ngx_zk_lock_path_short(cf->pool,
+                                                      &spec->lock.name),
+                               n + 1, err);
             return NGX_CONF_ERROR;
         }
     }
@@ -448,6 +443,20 @@ ngx_stream_zk_lock_compile(ngx_conf_t *cf, ngx_stream_zk_lock_spec_t *spec)
     spec->levels = n;
 
     if (dynamic == 0) {
+
+        /* a connection's path from variables is refused when longer */
+
+        if (spec->lock.name.len > NGX_STREAM_ZK_LOCK_MAX_PATH) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "lock path is %uz bytes, longer than the %d "
+                               "that a stream lock path may have: \"%V\"",
+                               spec->lock.name.len,
+                               NGX_STREAM_ZK_LOCK_MAX_PATH,
+                               ngx_zk_lock_path_short(cf->pool,
+                                                      &spec->lock.name));
+            return NGX_CONF_ERROR;
+        }
+
         return NGX_CONF_OK;
     }
 

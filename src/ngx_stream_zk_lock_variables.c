@@ -225,32 +225,23 @@ ngx_stream_zk_lock_variables_result(ngx_stream_session_t *s,
 }
 
 
-/* the nodes held, as full paths or as tokens (data), separated by spaces */
+/*
+ * The nodes the connection holds, or held once its locks were all had (a
+ * node lost with its session stays), as full paths or as tokens (data),
+ * separated by spaces
+ */
 
 static ngx_int_t
 ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
     ngx_stream_variable_value_t *v, uintptr_t data)
 {
-    u_char                     *p;
-    size_t                      len;
-    ngx_uint_t                  i;
-    ngx_zk_lock_node_t         *node;
-    ngx_stream_zk_lock_ctx_t   *ctx;
+    u_char                    *p;
+    size_t                     len;
+    ngx_stream_zk_lock_ctx_t  *ctx;
 
     ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
 
-    len = 0;
-
-    for (i = 0; ctx && i < ctx->gate.nholds; i++) {
-        node = ctx->gate.holds[i].node;
-
-        if (node && node->state == NGX_ZK_LOCK_HELD) {
-            len += (data ? NGX_INT64_LEN
-                         : ngx_strlen(ngx_zk_lock_node_path(node)) + 1
-                           + node->name_len)
-                   + 1;
-        }
-    }
+    len = ctx ? ngx_zk_lock_gate_held_len(&ctx->gate, data) : 0;
 
     if (len == 0) {
         v->not_found = 1;
@@ -263,22 +254,7 @@ ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
     }
 
     v->data = p;
-
-    for (i = 0; i < ctx->gate.nholds; i++) {
-        node = ctx->gate.holds[i].node;
-
-        if (node == NULL || node->state != NGX_ZK_LOCK_HELD) {
-            continue;
-        }
-
-        if (p != v->data) {
-            *p++ = ' ';
-        }
-
-        p = data ? ngx_sprintf(p, "%L", node->czxid)
-                 : ngx_sprintf(p, "%s/%*s", ngx_zk_lock_node_path(node),
-                               node->name_len, node->name);
-    }
+    p = ngx_zk_lock_gate_held_nodes(&ctx->gate, data, p, v->data);
 
     v->valid = 1;
     v->no_cacheable = 0;

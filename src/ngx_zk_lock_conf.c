@@ -6,9 +6,18 @@
 
 #include <ngx_config.h>
 #include <ngx_core.h>
+#include <ngx_sha1.h>
 
 #include "ngx_zk_lock_conf.h"
 #include "ngx_zk_lock_path.h"
+
+
+/* what the module does on its nodes: create, delete, list (getChildren) */
+#define NGX_ZK_LOCK_CONF_PERMS                                           \
+    (ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_READ)
+
+/* "user:" + the base64 of a SHA-1: a digest id, as ZooKeeper makes it */
+#define NGX_ZK_LOCK_CONF_DIGEST_LEN  28
 
 
 /*
@@ -23,6 +32,13 @@ static char *ngx_zk_lock_conf_acl_id(ngx_conf_t *cf, ngx_str_t *entry,
     u_char *scheme, u_char *id);
 static char *ngx_zk_lock_conf_timeout_check(ngx_conf_t *cf, void *post,
     void *data);
+static ngx_int_t ngx_zk_lock_conf_acl_usable(ngx_conf_t *cf,
+    ngx_zk_lock_conf_t *zc);
+static ngx_int_t ngx_zk_lock_conf_digest(ngx_pool_t *pool, ngx_str_t *auth,
+    ngx_str_t *id);
+static ngx_str_t *ngx_zk_lock_conf_acl_text(ngx_pool_t *pool,
+    struct ACL_vector *acl);
+static u_char *ngx_zk_lock_conf_perms(u_char *p, int32_t perms);
 
 
 ngx_conf_post_t  ngx_zk_lock_conf_timeout_post = {
@@ -93,6 +109,10 @@ ngx_zk_lock_conf_session(ngx_conf_t *cf, ngx_zk_lock_conf_t *zc,
         }
     }
 
+    if (zc->acl && ngx_zk_lock_conf_acl_usable(cf, zc) != NGX_OK) {
+        return NULL;
+    }
+
     s = ngx_pcalloc(cf->pool, sizeof(ngx_zk_lock_session_t));
     if (s == NULL) {
         return NULL;
@@ -109,6 +129,216 @@ ngx_zk_lock_conf_session(ngx_conf_t *cf, ngx_zk_lock_conf_t *zc,
     s->acl = zc->acl ? zc->acl : &ZOO_OPEN_ACL_UNSAFE;
 
     return s;
+}
+
+
+/*
+ * The nodes the module creates carry zk_acl, and it must create, delete
+ * and list nodes below them: with an ACL that denies it one of these, no
+ * lock works, and the containers it made stay (the server reaps only the
+ * containers that have had a child) with that ACL after the configuration
+ * is fixed.  Its identity: world:anyone, and the digest id of zk_auth
+ * ("auth:" names that too).  An ip: entry is taken on trust: the
+ * address the server sees (NAT, the interface of the route) is not known
+ * before it connects.  Neither SASL nor x509 is an identity of this
+ * client (Debian's has neither SASL nor TLS).
+ */
+
+static ngx_int_t
+ngx_zk_lock_conf_acl_usable(ngx_conf_t *cf, ngx_zk_lock_conf_t *zc)
+{
+    char          *scheme;
+    u_char        *p, *q;
+    int32_t        perms, missing;
+    ngx_str_t      mine;
+    ngx_uint_t     i, n, digests;
+    const char    *why;
+    struct ACL    *acl;
+    u_char         buf[8], list[64];
+
+    ngx_str_null(&mine);
+
+    if (zc->auth.len
+        && ngx_zk_lock_conf_digest(cf->pool, &zc->auth, &mine) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    perms = 0;
+    digests = 0;
+
+    for (i = 0; i < (ngx_uint_t) zc->acl->count; i++) {
+        acl = &zc->acl->data[i];
+        scheme = acl->id.scheme;
+
+        if (ngx_strcmp(scheme, "world") == 0
+            || ngx_strcmp(scheme, "auth") == 0
+            || ngx_strcmp(scheme, "ip") == 0)
+        {
+            perms |= acl->perms;
+
+        } else if (ngx_strcmp(scheme, "digest") == 0) {
+            digests++;
+
+            if (mine.len && ngx_strcmp(acl->id.id, mine.data) == 0) {
+                perms |= acl->perms;
+            }
+        }
+    }
+
+    /* the secret's hash is no more of use here */
+
+    if (mine.len) {
+        ngx_explicit_memzero(mine.data, mine.len);
+    }
+
+    missing = NGX_ZK_LOCK_CONF_PERMS & ~perms;
+
+    if (missing == 0) {
+        return NGX_OK;
+    }
+
+    /* "c", "c" and "d", "c", "d" and "r" */
+
+    p = ngx_zk_lock_conf_perms(buf, missing);
+    n = p - buf;
+
+    for (i = 0, q = list; i < n; i++) {
+        q = ngx_sprintf(q, "%s\"%c\"",
+                        i == 0 ? "" : (i + 1 == n) ? " and " : ", ", buf[i]);
+    }
+
+    q = ngx_sprintf(q, " permission%s", n > 1 ? "s" : "");
+    *q = '\0';
+
+    why = (digests == 0) ? ""
+          : zc->auth.len ? "; none of its digest ids is the one of the user "
+                           "and password of \"zk_auth\""
+                         : "; its digest ids need the \"zk_auth\" of their "
+                           "user and password";
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "zk_acl \"%V\" leaves this nginx without the %s on "
+                       "its own nodes: to take a lock, it must create, "
+                       "delete and list nodes (\"cdr\"); give them to "
+                       "\"world:anyone\", to \"auth:\" or to the digest id "
+                       "of \"zk_auth\"%s",
+                       ngx_zk_lock_conf_acl_text(cf->pool, zc->acl), list,
+                       why);
+
+    return NGX_ERROR;
+}
+
+
+/* "user:password": "user:" + base64(sha1("user:password")), terminated */
+
+static ngx_int_t
+ngx_zk_lock_conf_digest(ngx_pool_t *pool, ngx_str_t *auth, ngx_str_t *id)
+{
+    u_char       *colon;
+    ngx_str_t     hash, sha1;
+    ngx_sha1_t    ctx;
+    u_char        digest[20];
+
+    colon = ngx_strlchr(auth->data, auth->data + auth->len, ':');
+    if (colon == NULL) {
+        return NGX_ERROR;
+    }
+
+    id->len = colon - auth->data + 1 + NGX_ZK_LOCK_CONF_DIGEST_LEN;
+    id->data = ngx_pnalloc(pool, id->len + 1);
+    if (id->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sha1_init(&ctx);
+    ngx_sha1_update(&ctx, auth->data, auth->len);
+    ngx_sha1_final(digest, &ctx);
+
+    sha1.data = digest;
+    sha1.len = sizeof(digest);
+
+    hash.data = ngx_cpymem(id->data, auth->data, colon - auth->data + 1);
+    ngx_encode_base64(&hash, &sha1);
+
+    id->data[id->len] = '\0';
+
+    ngx_explicit_memzero(digest, sizeof(digest));
+    ngx_explicit_memzero(&ctx, sizeof(ngx_sha1_t));
+
+    return NGX_OK;
+}
+
+
+/* the ACL as zk_acl writes it, for a message */
+
+static ngx_str_t *
+ngx_zk_lock_conf_acl_text(ngx_pool_t *pool, struct ACL_vector *acl)
+{
+    u_char      *p;
+    size_t       len;
+    ngx_int_t    i;
+    ngx_str_t   *text;
+
+    static ngx_str_t  none = ngx_string("...");
+
+    text = ngx_palloc(pool, sizeof(ngx_str_t));
+    if (text == NULL) {
+        return &none;
+    }
+
+    len = 0;
+
+    for (i = 0; i < acl->count; i++) {
+        len += ngx_strlen(acl->data[i].id.scheme)
+               + ngx_strlen(acl->data[i].id.id) + sizeof(" ::cdrwa") - 1;
+    }
+
+    text->data = ngx_pnalloc(pool, len);
+    if (text->data == NULL) {
+        return &none;
+    }
+
+    p = text->data;
+
+    for (i = 0; i < acl->count; i++) {
+        p = ngx_sprintf(p, "%s%s:%s:", i ? " " : "", acl->data[i].id.scheme,
+                        acl->data[i].id.id);
+        p = ngx_zk_lock_conf_perms(p, acl->data[i].perms);
+    }
+
+    text->len = p - text->data;
+
+    return text;
+}
+
+
+/* perms as zkCli.sh writes them, "cdrwa" */
+
+static u_char *
+ngx_zk_lock_conf_perms(u_char *p, int32_t perms)
+{
+    if (perms & ZOO_PERM_CREATE) {
+        *p++ = 'c';
+    }
+
+    if (perms & ZOO_PERM_DELETE) {
+        *p++ = 'd';
+    }
+
+    if (perms & ZOO_PERM_READ) {
+        *p++ = 'r';
+    }
+
+    if (perms & ZOO_PERM_WRITE) {
+        *p++ = 'w';
+    }
+
+    if (perms & ZOO_PERM_ADMIN) {
+        *p++ = 'a';
+    }
+
+    return p;
 }
 
 

@@ -52,6 +52,8 @@ static void ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e result);
 static void ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e how);
+static void ngx_zk_lock_gate_remember(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_drop(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate);
@@ -612,9 +614,10 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
 
     default:
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" failed (%d: %s)",
+                      "%s \"%V\" failed (%d: %s)%s",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
-                      error, zerror(error));
+                      error, zerror(error),
+                      ngx_zk_lock_session_advice(error));
     }
 
     ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
@@ -905,7 +908,95 @@ ngx_zk_lock_gate_held(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
 {
     hold->counted = 1;
 
+    if (hold->node) {
+        ngx_zk_lock_gate_remember(gate, hold);
+    }
+
     ngx_zk_lock_gate_count(gate, hold, how, ngx_current_msec - gate->since);
+}
+
+
+/*
+ * A node held stays in the participant's variables ($zk_lock_node,
+ * $zk_lock_token) for its whole life, also once lost with its session:
+ * the access log then has the token that the upstream was given
+ */
+
+static void
+ngx_zk_lock_gate_remember(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    u_char              *p, *path;
+    size_t               len;
+    ngx_zk_lock_node_t  *node;
+
+    node = hold->node;
+    path = ngx_zk_lock_node_path(node);
+    len = ngx_strlen(path) + 1 + node->name_len;
+
+    p = ngx_pnalloc(gate->pool, len);
+    if (p == NULL) {
+        /* the variables go without it */
+        return;
+    }
+
+    hold->held.data = p;
+    hold->held.len = ngx_sprintf(p, "%s/%*s", path, node->name_len,
+                                 node->name)
+                     - p;
+    hold->token = node->czxid;
+}
+
+
+/*
+ * The nodes a participant holds or held, as $zk_lock_node (full paths)
+ * or $zk_lock_token (tokens), separated by spaces: the length, then the
+ * text after what is at start..p
+ */
+
+size_t
+ngx_zk_lock_gate_held_len(ngx_zk_lock_gate_t *gate, ngx_uint_t token)
+{
+    size_t      len;
+    ngx_uint_t  i;
+
+    len = 0;
+
+    for (i = 0; i < gate->nholds; i++) {
+        if (gate->holds[i].held.len) {
+            len += (token ? NGX_INT64_LEN : gate->holds[i].held.len) + 1;
+        }
+    }
+
+    return len;
+}
+
+
+u_char *
+ngx_zk_lock_gate_held_nodes(ngx_zk_lock_gate_t *gate, ngx_uint_t token,
+    u_char *p, u_char *start)
+{
+    ngx_uint_t                i;
+    ngx_zk_lock_gate_hold_t  *hold;
+
+    for (i = 0; i < gate->nholds; i++) {
+        hold = &gate->holds[i];
+
+        if (hold->held.len == 0) {
+            continue;
+        }
+
+        if (p != start) {
+            *p++ = ' ';
+        }
+
+        /* the fencing token: the node's czxid */
+
+        p = token ? ngx_sprintf(p, "%L", hold->token)
+                  : ngx_cpymem(p, hold->held.data, hold->held.len);
+    }
+
+    return p;
 }
 
 
@@ -936,6 +1027,12 @@ ngx_zk_lock_gate_give_back(ngx_zk_lock_gate_t *gate)
 
     for (i = 0; i < gate->nholds; i++) {
         ngx_zk_lock_gate_drop(gate, &gate->holds[i]);
+
+        /* a participant that did not get all its locks shows none */
+
+        if (!gate->done) {
+            ngx_str_null(&gate->holds[i].held);
+        }
     }
 }
 

@@ -100,6 +100,8 @@ struct ngx_zk_lock_gate_hold_s {
     ngx_uint_t                    stat;       /* its counters' index */
     ngx_zk_lock_node_t           *node;
     ngx_zk_lock_local_t           local;      /* index: the layer's */
+    ngx_str_t                     held;       /* its node's path, once held */
+    int64_t                       token;      /* and the node's czxid */
     unsigned                      counted:1;  /* as held, in the counters */
 };
 
@@ -131,6 +133,7 @@ struct ngx_zk_lock_gate_s {
     ngx_zk_lock_gate_count_pt     count;      /* the layer's own counts */
     void                         *data;
     ngx_log_t                    *log;
+    ngx_pool_t                   *pool;       /* the participant's */
 
     /* the layer's words: "request", "aborting the request" */
     const char                   *noun;
@@ -167,6 +170,9 @@ void ngx_zk_lock_gate_done(ngx_zk_lock_gate_t *gate);
 ngx_zk_lock_gate_hold_t *ngx_zk_lock_gate_find(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_node_t *node);
 ngx_int_t ngx_zk_lock_gate_cmp(const void *one, const void *two);
+size_t ngx_zk_lock_gate_held_len(ngx_zk_lock_gate_t *gate, ngx_uint_t token);
+u_char *ngx_zk_lock_gate_held_nodes(ngx_zk_lock_gate_t *gate,
+    ngx_uint_t token, u_char *p, u_char *start);
 void ngx_zk_lock_gate_waiters(ngx_zk_lock_gate_waiters_t *w,
     ngx_zk_lock_session_t *s, ngx_log_t *log);
 void ngx_zk_lock_gate_news(ngx_zk_lock_gate_waiters_t *w);

@@ -33,6 +33,8 @@ static ngx_uint_t ngx_zk_lock_params_duplicate(ngx_str_t *value,
     ngx_uint_t first, ngx_uint_t i);
 static char *ngx_zk_lock_params_leases(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_semaphore(ngx_conf_t *cf, ngx_str_t *value,
+    const char *why);
 static char *ngx_zk_lock_params_keep(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static char *ngx_zk_lock_params_weight(ngx_conf_t *cf,
@@ -40,6 +42,13 @@ static char *ngx_zk_lock_params_weight(ngx_conf_t *cf,
 static ngx_int_t ngx_zk_lock_params_choice(ngx_conf_t *cf,
     ngx_str_t *value, size_t skip, char *yes, char *no);
 static ngx_int_t ngx_zk_lock_params_check_path(ngx_str_t *path);
+
+
+/*
+ * Curator's semaphores take their leases as a Java int, and ZooKeeper
+ * numbers a lock's children in 32 bits: more leases would never bound
+ */
+#define NGX_ZK_LOCK_MAX_LEASES  2147483647
 
 
 /*
@@ -153,7 +162,7 @@ ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
                            "one zookeeper multi() may create on \"%V\"",
                            lp->weight,
                            ngx_zk_lock_group_max(lp->name.len),
-                           &lp->name);
+                           ngx_zk_lock_path_short(cf->pool, &lp->name));
         return NGX_CONF_ERROR;
     }
 
@@ -261,16 +270,23 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
 
     /* Curator's acquire(qty), in one multi(): see ngx_zk_lock_group.c */
 
-    if (lp->type == NGX_ZK_LOCK_SEMAPHORE
-        && ngx_strncmp(value->data, "weight=", 7) == 0)
-    {
-        return ngx_zk_lock_params_weight(cf, lp, value);
+    if (ngx_strncmp(value->data, "weight=", 7) == 0) {
+        return (lp->type == NGX_ZK_LOCK_SEMAPHORE)
+               ? ngx_zk_lock_params_weight(cf, lp, value)
+               : ngx_zk_lock_params_semaphore(cf, value,
+                                              "a request takes one lease of "
+                                              "a mutex or of a read/write "
+                                              "lock");
     }
 
     /* leases a worker keeps: see ngx_zk_lock_keep.c */
 
     if (ngx_strncmp(value->data, "keep=", 5) == 0) {
-        return ngx_zk_lock_params_keep(cf, lp, value);
+        return (lp->type == NGX_ZK_LOCK_SEMAPHORE)
+               ? ngx_zk_lock_params_keep(cf, lp, value)
+               : ngx_zk_lock_params_semaphore(cf, value,
+                                              "a worker keeps a lease, not "
+                                              "a lock that others wait for");
     }
 
     /* Curator's Revocable: InterProcessMutex and the read/write lock */
@@ -369,9 +385,38 @@ ngx_zk_lock_params_leases(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
         return NGX_CONF_ERROR;
     }
 
+    if (n > NGX_ZK_LOCK_MAX_LEASES) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is more than %d, the most leases that "
+                           "Curator's semaphores and ZooKeeper's sequence "
+                           "numbers count", value, NGX_ZK_LOCK_MAX_LEASES);
+        return NGX_CONF_ERROR;
+    }
+
     lp->leases = n;
 
     return NGX_CONF_OK;
+}
+
+
+/*
+ * A parameter of zk_semaphore on another lock directive: said so, rather
+ * than "invalid parameter", which would have the operator look for a typo
+ */
+
+static char *
+ngx_zk_lock_params_semaphore(ngx_conf_t *cf, ngx_str_t *value,
+    const char *why)
+{
+    u_char  *eq;
+
+    eq = ngx_strlchr(value->data, value->data + value->len, '=');
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "\"%*s\" is only for \"zk_semaphore\": %s",
+                       (size_t) (eq - value->data), value->data, why);
+
+    return NGX_CONF_ERROR;
 }
 
 
@@ -382,14 +427,6 @@ ngx_zk_lock_params_keep(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     ngx_str_t *value)
 {
     ngx_str_t  s;
-
-    if (lp->type != NGX_ZK_LOCK_SEMAPHORE) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"keep\" is only for \"zk_semaphore\": a "
-                           "worker keeps a lease, not a lock that others "
-                           "wait for");
-        return NGX_CONF_ERROR;
-    }
 
     s.len = value->len - 5;
     s.data = value->data + 5;
@@ -533,7 +570,8 @@ ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "lock path \"%V\" is already another kind of "
                            "lock (recipe, protocol or leases) at %V:%ui",
-                           &lp->name, &lit[i].file, lit[i].line);
+                           ngx_zk_lock_path_short(cf->pool, &lp->name),
+                           &lit[i].file, lit[i].line);
         return NGX_CONF_ERROR;
     }
 
@@ -549,6 +587,54 @@ ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
     lit->v2 = lp->v2;
     lit->file = cf->conf_file->file.name;
     lit->line = cf->conf_file->line;
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * One lock directive per path in a block (locks: the layer's array of
+ * directives, each starting with its ngx_zk_lock_params_t; lp, the last
+ * one).  A second one on the same nodes would be a re-entry of the first,
+ * whose parameters alone would apply: "zk_mutex /m timeout=3s; zk_mutex /m
+ * timeout=1s" waited 1s.  With re-entry (http), the write lock and the
+ * read lock of a path go together: the read lock is the write lock's
+ * re-entry; a stream connection takes a lock once.
+ */
+
+char *
+ngx_zk_lock_params_unique(ngx_conf_t *cf, ngx_array_t *locks,
+    ngx_zk_lock_params_t *lp, ngx_uint_t reentry)
+{
+    u_char                *elts;
+    ngx_uint_t             i;
+    ngx_zk_lock_params_t  *other;
+
+    elts = locks->elts;
+
+    for (i = 0; i < locks->nelts; i++) {
+        other = (ngx_zk_lock_params_t *) (elts + i * locks->size);
+
+        if (other == lp
+            || other->name.len != lp->name.len
+            || ngx_strncmp(other->name.data, lp->name.data, lp->name.len)
+               != 0)
+        {
+            continue;
+        }
+
+        if (reentry && (other->kind != lp->kind || other->v2 != lp->v2)) {
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "lock path \"%V\" is duplicate: %s",
+                           ngx_zk_lock_path_short(cf->pool, &lp->name),
+                           reentry ? "a request takes it once, with the "
+                                     "parameters of the first directive"
+                                   : "a connection takes a lock once");
+        return NGX_CONF_ERROR;
+    }
 
     return NGX_CONF_OK;
 }

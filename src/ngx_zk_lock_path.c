@@ -98,6 +98,7 @@ ngx_zk_lock_path_get(ngx_zk_lock_session_t *s, ngx_str_t *path,
     lock->tickets = 0;
     lock->keep = 0;
     lock->hear = 0;
+    lock->denied = 0;
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -399,8 +400,9 @@ ngx_zk_lock_path_listed(int rc,
                && rc != ZSESSIONEXPIRED && rc != ZCLOSING)
     {
         ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
-                      "zookeeper list of \"%s\" failed (%d: %s)",
-                      lock->path, rc, zerror(rc));
+                      "zookeeper list of \"%s\" failed (%d: %s)%s",
+                      lock->path, rc, zerror(rc),
+                      ngx_zk_lock_session_advice(rc));
     }
 
     if (lock->wanted && lock->sent == lock->answered
@@ -427,6 +429,9 @@ ngx_zk_lock_path_create_parents(ngx_zk_lock_t *lock)
 {
     u_char  *p;
     u_char   buf[NGX_ZK_LOCK_BUF_LEN];
+
+    /* whether one is refused, for the create sent after them */
+    lock->denied = 0;
 
     /* with a chroot, "/" is the chroot itself, which may be missing too */
 
@@ -491,14 +496,19 @@ ngx_zk_lock_path_parent_done(int rc, const char *value, const void *data)
 
     lock->refs--;
 
+    if (rc == ZNOAUTH) {
+        lock->denied = 1;
+    }
+
     /* a chroot that cannot be made has said so, see chroot_done() */
 
     if (rc != ZOK && rc != ZNODEEXISTS && !lock->session->exiting
         && !(rc == ZNONODE && lock->session->chroot.len))
     {
         ngx_log_error(NGX_LOG_ERR, &lock->session->log, 0,
-                      "zookeeper create of a parent of \"%s\" failed (%d: %s)",
-                      lock->path, rc, zerror(rc));
+                      "zookeeper create of a parent of \"%s\" failed "
+                      "(%d: %s)%s", lock->path, rc, zerror(rc),
+                      ngx_zk_lock_session_advice(rc));
     }
 
     ngx_zk_lock_path_gc(lock);
@@ -873,6 +883,42 @@ ngx_zk_lock_path_child(u_char *buf, ngx_zk_lock_t *lock,
     *p = '\0';
 
     return buf;
+}
+
+
+/*
+ * A path as a configuration message quotes it: one longer than what
+ * nginx's message can hold (NGX_MAX_CONF_ERRSTR) would push out what
+ * follows it, the reason and the file and line; so its middle is left out
+ */
+
+ngx_str_t *
+ngx_zk_lock_path_short(ngx_pool_t *pool, ngx_str_t *path)
+{
+    u_char     *p;
+    ngx_str_t  *s;
+
+    if (path->len <= NGX_ZK_LOCK_SHORT_HEAD + NGX_ZK_LOCK_SHORT_TAIL + 3) {
+        return path;
+    }
+
+    s = ngx_palloc(pool, sizeof(ngx_str_t));
+    if (s == NULL) {
+        return path;
+    }
+
+    s->len = NGX_ZK_LOCK_SHORT_HEAD + 3 + NGX_ZK_LOCK_SHORT_TAIL;
+    s->data = ngx_pnalloc(pool, s->len);
+    if (s->data == NULL) {
+        return path;
+    }
+
+    p = ngx_cpymem(s->data, path->data, NGX_ZK_LOCK_SHORT_HEAD);
+    p = ngx_cpymem(p, "...", 3);
+    ngx_memcpy(p, path->data + path->len - NGX_ZK_LOCK_SHORT_TAIL,
+               NGX_ZK_LOCK_SHORT_TAIL);
+
+    return s;
 }
 
 

@@ -69,6 +69,11 @@ typedef enum {
 #define NGX_ZK_LOCK_MARK  "ngx_http_zk_lock_module"
 
 
+/* what a configuration message quotes of a long path: its ends */
+#define NGX_ZK_LOCK_SHORT_HEAD     96
+#define NGX_ZK_LOCK_SHORT_TAIL     32
+
+
 /* "<path>/" + child name + '\0' */
 #define NGX_ZK_LOCK_BUF_LEN        (NGX_ZK_LOCK_MAX_PATH + 66)
 
@@ -104,6 +109,7 @@ struct ngx_zk_lock_s {
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */
     unsigned                      made:1;     /* a node created here */
+    unsigned                      denied:1;   /* a parent's create: NOAUTH */
     unsigned                      vet:2;      /* ngx_zk_lock_vet_e */
     u_char                        path[1];
 };
@@ -131,6 +137,7 @@ const char *ngx_zk_lock_path_check_segment(ngx_str_t *seg,
     ngx_uint_t top);
 u_char *ngx_zk_lock_path_child(u_char *buf, ngx_zk_lock_t *lock,
     u_char *name);
+ngx_str_t *ngx_zk_lock_path_short(ngx_pool_t *pool, ngx_str_t *path);
 
 
 #endif /* _NGX_ZK_LOCK_PATH_H_INCLUDED_ */

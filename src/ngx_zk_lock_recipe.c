@@ -1089,6 +1089,15 @@ ngx_zk_lock_recipe_create_done(int rc, const char *value,
 
     case ZNONODE:
 
+        if (lock->denied && node->attempts > 1) {
+            /*
+             * the parents made before this create (see below) were
+             * refused: "no node" would hide why
+             */
+            rc = ZNOAUTH;
+            break;
+        }
+
         if (node->notify && node->attempts < NGX_ZK_LOCK_MAX_ATTEMPTS) {
 
             /*

@@ -1484,6 +1484,29 @@ ngx_zk_lock_session_log_error(ngx_log_t *log, u_char *buf, size_t len)
 }
 
 
+/*
+ * What an error means to the operator, after zerror()'s words: ZNOAUTH's
+ * "not authenticated" says nothing of the ACL that denies the worker.
+ * zk_acl is checked by nginx -t, but not the nodes made by others, nor
+ * the address that an "ip:" entry names.
+ */
+
+const char *
+ngx_zk_lock_session_advice(int error)
+{
+    if (error != ZNOAUTH) {
+        return "";
+    }
+
+    return ": the ACL of the lock path or of a parent denies this nginx "
+           "(its zk_auth, world:anyone, or its address for ip:) the \"c\", "
+           "\"d\" or \"r\" permission; read the ACLs with zkCli.sh "
+           "getAcl, fix them with setAcl (or fix zk_auth), and remove with "
+           "zkCli.sh deleteall a node that nginx made with an ACL it cannot "
+           "use";
+}
+
+
 /* errors that say nothing of a lock, only that the session is unusable */
 
 ngx_int_t

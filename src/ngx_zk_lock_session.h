@@ -155,6 +155,7 @@ void ngx_zk_lock_session_uuid(ngx_zk_lock_session_t *s,
 ngx_uint_t ngx_zk_lock_session_ours(ngx_zk_lock_session_t *s,
     u_char *name);
 ngx_int_t ngx_zk_lock_session_error(int error);
+const char *ngx_zk_lock_session_advice(int error);
 ngx_msec_t ngx_zk_lock_session_trust(ngx_zk_lock_session_t *s);
 
 

@@ -160,7 +160,47 @@ my @bad = (
     [ 'a literal path longer than zk_lock_max_path',
       "zk_hosts $NO_ZK;\nzk_lock_max_path 16;\n"
         . server_with('zk_mutex /a/very/long/lock/path;'),
-      qr{lock path "/a/very/long/lock/path" in \S+:\d+ is longer than zk_lock_max_path \(16 bytes\)} ],
+      qr{lock path in \S+:\d+ is 22 bytes, longer than zk_lock_max_path \(16\): "/a/very/long/lock/path"} ],
+    # issue 36, item 5: what is wrong comes first, the path is shortened,
+    # and the message keeps nginx's " in file:line"
+    [ 'a literal path of 2000 bytes',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /' . 'a' x 1999 . ';'),
+      qr{lock path in \S+:\d+ is 2000 bytes, longer than zk_lock_max_path \(1024\): "/a{20,200}\.\.\.a{10,100}" in \S+:\d+$}m ],
+    [ 'a long path with an empty segment',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /' . 'a' x 1500 . '//b;'),
+      qr{invalid lock path "/a{20,200}\.\.\.a*//b": segment 2 is empty in \S+:\d+$}m ],
+    [ 'a long relative path',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex ' . 'a' x 1500 . ';'),
+      qr{lock path "a{20,200}\.\.\.a+" must be absolute and name a node below "/" in \S+:\d+$}m ],
+    [ 'a mutex twice on one path in a location',
+      "zk_hosts $NO_ZK;\n"
+        . server_with("zk_mutex /dup/m timeout=3s;\nzk_mutex /dup/m timeout=1s;"),
+      qr{lock path "/dup/m" is duplicate: a request takes it once, with the parameters of the first directive} ],
+    [ 'a mutex and a semaphore of 1 lease on one path in a location',
+      "zk_hosts $NO_ZK;\n"
+        . server_with("zk_mutex /dup/m;\nzk_semaphore /dup/m leases=1;"),
+      qr{lock path "/dup/m" is duplicate} ],
+    [ 'a read lock twice on one path in a location',
+      "zk_hosts $NO_ZK;\n"
+        . server_with("zk_rwlock /dup/rw read;\nzk_rwlock /dup/rw read timeout=1s;"),
+      qr{lock path "/dup/rw" is duplicate} ],
+    [ 'a path with variables twice in a location',
+      "zk_hosts $NO_ZK;\n"
+        . server_with("zk_mutex /dup/\$arg_a;\nzk_mutex /dup/\$arg_a timeout=1s;"),
+      qr{lock path "/dup/\$arg_a" is duplicate} ],
+    [ 'leases above 2^31 - 1',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_semaphore /s leases=100000000000;'),
+      qr{"leases=100000000000" is more than 2147483647, the most leases} ],
+    [ 'leases_default above 2^31 - 1',
+      "zk_hosts $NO_ZK;\n"
+        . server_with('zk_semaphore /s leases=zk:/c leases_default=2147483648;'),
+      qr{"leases_default=2147483648" is more than 2147483647} ],
+    [ 'weight= on zk_mutex',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /m weight=2;'),
+      qr{"weight" is only for "zk_semaphore": a request takes one lease of a mutex} ],
+    [ 'weight= on zk_rwlock',
+      "zk_hosts $NO_ZK;\n" . server_with('zk_rwlock /rw write weight=2;'),
+      qr{"weight" is only for "zk_semaphore"} ],
     [ 'zk_lock other than off',
       "zk_hosts $NO_ZK;\n" . server_with('zk_lock on;'),
       qr/invalid value "on", "off" expected/ ],
@@ -408,7 +448,13 @@ my @good = (
       "zk_hosts $NO_ZK;\n" . server_with('zk_mutex /a/zookeeper;') ],
     [ 'leases=1 and large leases',
       "zk_hosts $NO_ZK;\n"
-          . server_with("zk_semaphore /s1 leases=1;\nzk_semaphore /s2 leases=100000;") ],
+          . server_with("zk_semaphore /s1 leases=1;\nzk_semaphore /s2 leases=100000;\n"
+              . "zk_semaphore /s3 leases=2147483647;") ],
+    [ 'one path in a location: the write lock and the read lock; the same '
+          . 'path in two locations',
+      "zk_hosts $NO_ZK;\n"
+          . server_with("zk_rwlock /d/rw write;\nzk_rwlock /d/rw read;")
+          . server_with("zk_mutex /d/m;") . server_with("zk_mutex /d/m;") ],
     [ 'zk_hosts alone (no lock directive)', "zk_hosts $NO_ZK;\n" ],
     [ 'zk_rwlock read and write, several locks in a location',
       "zk_hosts $NO_ZK;\n"

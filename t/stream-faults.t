@@ -5,8 +5,8 @@
 # and more each.
 #
 #  1. zk_lock_lost abort: the held connection is closed (and its upstream)
-#     before the server could expire the session; logged LOST; no node
-#     is left
+#     before the server could expire the session; logged LOST, with the
+#     token and the node it held (issue 36, item 6); no node is left
 #  2. zk_lock_fail local=1: a connection that waits in ZooKeeper's queue
 #     takes a local lease once the session may have expired, not at its
 #     timeout; the next one waits for that lease until the session is
@@ -46,6 +46,8 @@ subtest 'the session expires under zk_lock_lost abort: the connection goes'
         '/c?key=abort&sleep=60000&hangup=1' ] ], timeout => 90);
     ok(wait_for(sub { $be->stats('abort')->{inflight} == 1 }, 10),
         'a connection holds the mutex');
+    my ($node) = zk_children($zk, '/st/abort');
+    my $czxid = zk_get($zk, "/st/abort/$node")->{czxid};
 
     my $cut = $px->partition(12);
     my $r = http_parallel_collect($h, 90)->[0];
@@ -55,7 +57,8 @@ subtest 'the session expires under zk_lock_lost abort: the connection goes'
     is($be->stats('abort')->{hangups}, 1, '... and so is its upstream');
     like($ng->error_log, qr/zk_mutex "\/st\/abort" lost while held: no word from zookeeper, the session may expire, closing the connection/,
         '... the log says why');
-    like(stream_log($ng), qr/^$port \d+ LOST /m, '... logged LOST');
+    like(stream_log($ng), qr/^$port \d+ LOST \d+ $czxid \/st\/abort\/$node$/m,
+        '... logged LOST, with the token and the node it held');
     no_ephemerals($zk, '/st/abort', 'after the expiry', 30);
     $ng->stop;
     $px->stop;

@@ -68,7 +68,16 @@ subtest 'nginx -t checks the lock directives in stream' => sub {
         [ 'zk_semaphore /st/x leases=2 keep=1s protocol=v2;',
           qr/"keep" is not for "protocol=v2"/ ],
         [ 'zk_rwlock /st/x write; zk_rwlock /st/x read;',
-          qr/lock path "\/st\/x" is locked twice here/ ],
+          qr/lock path "\/st\/x" is duplicate: a connection takes a lock once/ ],
+        # issue 36, item 5: the checks of "http"
+        [ 'zk_mutex /st/x; zk_mutex /st/x timeout=1s;',
+          qr/lock path "\/st\/x" is duplicate/ ],
+        [ 'zk_semaphore /st/x leases=100000000000;',
+          qr/"leases=100000000000" is more than 2147483647/ ],
+        [ 'zk_mutex /st/x weight=2;',
+          qr/"weight" is only for "zk_semaphore"/ ],
+        [ 'zk_mutex /' . 'a' x 1100 . ';',
+          qr{lock path is 1101 bytes, longer than the 1024 that a stream lock path may have: "/a{20,200}\.\.\.a+" in \S+:\d+$}m ],
     );
     for my $c (@cases) {
         my ($rc, $out) = nginx_test_conf($HTTP, dummy => 1,

@@ -5,6 +5,9 @@
 # was removed and its sequence numbers started again; concurrent holders
 # get distinct ones; several locks give one token each, in the order of
 # $zk_lock_node; a token is the czxid that an independent client reads.
+# A request whose node went with its expired session keeps its token and
+# its node in its variables until it ends: in its headers and in the
+# access log (issue 36, item 6).
 
 use strict;
 use warnings;
@@ -12,6 +15,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use lib 't/lib';
 use ZkLock::Test;
+use ZkLock::FaultProxy;
 
 require_prereqs(qw(nginx zookeeper kazoo module));
 
@@ -144,6 +148,56 @@ subtest 'no lock, no token' => sub {
     my $r = http_get($fleet[0]->port, '/free?key=free');
     is($r->{status}, 200, 'served');
     ok(!exists $r->{headers}{'x-lock-token'}, 'no X-Lock-Token header');
+};
+
+subtest 'a node lost with its session: the token stays' => sub {
+    # nginx reaches ZooKeeper through a proxy that can cut it off
+    my $px = ZkLock::FaultProxy->start($zk);
+    my $ng = nginx_start(<<'EOF', zk => $px->hosts, backend => $be);
+    zk_hosts %%ZK%%;
+    zk_session_timeout 2s;
+
+    log_format tok '$zk_lock_status token=$zk_lock_token node=$zk_lock_node';
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        access_log %%PREFIX%%/logs/access.log tok;
+
+        add_header X-Lock-Token $zk_lock_token always;
+        add_header X-Lock-Node $zk_lock_node always;
+
+        location /exp {
+            zk_mutex /tok/exp timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(sessions_connected($ng), 'connected through the proxy');
+
+    my $bg = http_parallel_bg([[$ng->port, '/exp?key=exp&sleep=8000']],
+        timeout => 40);
+    my @kids;
+    ok(wait_for(sub { @kids = zk_children($zk->hosts, '/tok/exp') }, 10),
+        'the request holds its node');
+    my $czxid = zk_get($zk->hosts, "/tok/exp/$kids[0]")->{czxid};
+
+    my $off = length $ng->error_log;
+    $px->cut(5);                    # the 2 s session expires meanwhile
+    ok(wait_for(sub {
+        substr($ng->error_log, $off) =~ /lost while held \(-112: session expired\)/
+    }, 20), 'the session expired under the request');
+
+    my ($r) = @{ http_parallel_collect($bg, 40) };
+    is($r->{status}, 200, 'the request finishes (zk_lock_lost finish)');
+    is(token($r), $czxid, 'its header has the token of its node');
+    is($r->{headers}{'x-lock-node'}, "/tok/exp/$kids[0]", '... and the node');
+
+    my ($line) = grep { /^LOST / } split /\n/, $ng->access_log;
+    is($line, "LOST token=$czxid node=/tok/exp/$kids[0]",
+        'the access log has them too');
+
+    $ng->stop;
+    $px->stop;
 };
 
 no_ephemerals($zk, '/tok', 'all nodes deleted');

@@ -50,7 +50,7 @@ subtest 'nginx -t' => sub {
           'zk_semaphore /s leases=zk:/c leases_default=1 weight=5000;',
           qr/"weight=5000" is more than the \d+ nodes that one zookeeper multi\(\) may create on "\/s"/ ],
         [ 'weight= on zk_mutex', 'zk_mutex /m weight=2;',
-          qr/invalid parameter "weight=2"/ ],
+          qr/"weight" is only for "zk_semaphore"/ ],
     ) {
         my ($name, $directive, $re) = @$case;
         my ($rc, $out) = nginx_test_conf(<<"EOF");
