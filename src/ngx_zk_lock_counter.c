@@ -214,7 +214,7 @@ ngx_zk_lock_counter_parse(u_char *p, int len)
 
     if (i == len && len > 0) {
         n = ngx_atoi(p, len);
-        return (n > 0) ? (ngx_uint_t) n : 0;
+        return (n > 0 && n <= NGX_ZK_LOCK_MAX_LEASES) ? (ngx_uint_t) n : 0;
     }
 
     /*

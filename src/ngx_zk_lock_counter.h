@@ -15,6 +15,14 @@
 
 
 /*
+ * Curator's semaphores take their leases as a Java int, and ZooKeeper
+ * numbers a lock's children in 32 bits: more leases would never bound
+ * (leases=, and a count read from ZooKeeper)
+ */
+#define NGX_ZK_LOCK_MAX_LEASES  2147483647
+
+
+/*
  * A lease count kept in a znode (Curator's SharedCount: a 4-byte big-endian
  * integer; ASCII decimal too), read and watched by every worker.
  */

@@ -45,13 +45,6 @@ static ngx_int_t ngx_zk_lock_params_check_path(ngx_str_t *path);
 
 
 /*
- * Curator's semaphores take their leases as a Java int, and ZooKeeper
- * numbers a lock's children in 32 bits: more leases would never bound
- */
-#define NGX_ZK_LOCK_MAX_LEASES  2147483647
-
-
-/*
  * The literal lock paths of the configuration being read, in "http" and
  * "stream" alike: on one path, every directive must make the nodes of
  * one recipe, whichever block it is in

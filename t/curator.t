@@ -112,7 +112,9 @@ subtest 'zk_semaphore holders block an InterProcessSemaphore (v1)' => sub {
 
 subtest 'one FIFO queue for Curator and nginx' => sub {
     $be->reset;
-    my $holder = curator($zk, 'mutex', '/c/mutex', 1500);
+    # held long enough for a second JVM to start while the suite runs
+    # three files at once (prove -j3): the queue must form behind it
+    my $holder = curator($zk, 'mutex', '/c/mutex', 8000);
     ok(curator_expect($holder, qr/^ACQUIRED/), 'a Curator holder');
 
     my $n1 = bg_get($ng->port, '/m?key=fifo&id=n1&sleep=300');

@@ -33,9 +33,11 @@
 #     alone), but for BYPASSED calls (zk_lock_fail open: unbounded), +1
 #     for local=1 in f2 and f3 (A's one local lease: the holders through
 #     ZooKeeper stay within the cap, LOCAL ones are 1 at most), and, with
-#     zk_lock_lost finish after a real expiry (f3), the calls that ended
-#     LOST run beside the next holders: the others stay within the cap,
-#     and so do the LOST ones among themselves
+#     zk_lock_lost finish after a real expiry (f3), or after the worker
+#     that lent their kept lease was killed (f6: its session expires while
+#     its borrowers finish), the calls that ended LOST run beside the next
+#     holders: the others stay within the cap, and so do the LOST ones
+#     among themselves
 #  2. mutex and rwlock writers: the tokens of successive ACQUIRED holders
 #     strictly increase in the order they started
 #  3. every request is answered (a status, or its connection closed: not a
@@ -124,7 +126,9 @@ sub cell {
 # then.  The load goes on until the fault is over, every long call ended
 # and every session is connected again, then $AFTER s more.  jeopardy:
 # A's session goes into jeopardy (local leases allowed); expiry: it really
-# expires (LOST holders of finish allowed beside the next ones).
+# expires (LOST holders of finish allowed beside the next ones); broker:
+# a session that lent kept leases to other workers may go with its
+# worker (the same allowance for the borrowers).
 #
 # The margins: jeopardy comes 3/4 T after the last answered probe, which
 # is at most T/6 old: 5.8 to 7.5 s into a silence with T = 10 s.  f1, f4,
@@ -161,7 +165,7 @@ my @FAULTS = (
               or die "no new leader\n";
       } },
     { id => 'f6', name => 'SIGKILL of a worker of A', T => 4,
-      long => 6,
+      long => 6, broker => 1,
       fault => sub {
           # the worker with the most holders; its nodes stay until its
           # session expires, T (and a tick) later
@@ -403,7 +407,8 @@ sub check_cell {
     my $what = "$f->{id} $c->{name}";
 
     # 1. the bound
-    my $finish_lost = $f->{expiry} && $c->{lost} eq 'finish';
+    my $finish_lost = ($f->{expiry} || $f->{broker})
+        && $c->{lost} eq 'finish';
     my $extra = $c->{fail} eq 'local=1' && $f->{jeopardy} ? 1 : 0;
     my @bounded = grep { $_->{status} ne 'BYPASSED' } @$calls;
     my @lost = $finish_lost
