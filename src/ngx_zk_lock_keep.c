@@ -798,7 +798,9 @@ ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease)
 static void
 ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
 {
-    ngx_zk_lock_pool_t  *pool;
+    ngx_queue_t          *q, *next;
+    ngx_zk_lock_pool_t   *pool;
+    ngx_zk_lock_lease_t  *idle;
 
     pool = lease->pool;
 
@@ -813,7 +815,32 @@ ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
     ngx_queue_remove(&lease->queue);
     ngx_queue_insert_head(&pool->leases, &lease->queue);
 
-    ngx_zk_lock_keep_check(lease);
+    if (!(pool->transient && pool->held == pool->idle
+          && pool->lock->tickets == 0))
+    {
+        ngx_zk_lock_keep_check(lease);
+        return;
+    }
+
+    /*
+     * the last lease of a path from a request to go idle: those that went
+     * idle before it, while it was busy, were to be kept for "keep", and
+     * go after the grace too (see check())
+     */
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = next)
+    {
+        next = ngx_queue_next(q);
+        idle = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
+
+        if (idle->state != NGX_ZK_LOCK_KEEP_IDLE) {
+            break;
+        }
+
+        ngx_zk_lock_keep_check(idle);
+    }
 }
 
 
