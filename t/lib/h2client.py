@@ -31,6 +31,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.exceptions
 
 
 def say(*words):
@@ -78,8 +79,13 @@ def main():
                             (':authority', '127.0.0.1:%d' % port),
                             (':path', words[2])], end_stream=True)
                     elif words[0] == 'reset':
-                        conn.reset_stream(streams[words[1]],
-                                          h2.errors.ErrorCodes.CANCEL)
+                        # a stream that ended meanwhile has nothing to
+                        # reset (the server's last frame crossed ours)
+                        try:
+                            conn.reset_stream(streams[words[1]],
+                                              h2.errors.ErrorCodes.CANCEL)
+                        except h2.exceptions.StreamClosedError:
+                            pass
                     elif words[0] == 'close':
                         sock.close()
                         return
