@@ -11,7 +11,9 @@
 #     with its own bound, no broker name taken by the other
 #  3. keep= on a path built from the request, with 2 workers: 40 values
 #     used once leave no node and no socket pair between the workers
-#     behind them within 3 s, though keep is 30 s
+#     behind them within 3 s, though keep is 30 s; and with two requests
+#     at once on each value (the lease idle first, while the other was
+#     busy, was kept for keep)
 use strict;
 use warnings;
 use Test::More;
@@ -160,6 +162,32 @@ EOF
     my @left = zk_ephemerals($zk, '/br/v');
     ok($gone, sprintf('no node and no socket pair left within 3 s '
         . '(keep=30s): %d nodes, %d pairs', scalar @left, broker_pairs($ng)));
+    $ng->stop;
+};
+
+subtest 'keep= on a path from the request, two requests on one value' => sub {
+    # the lease that goes idle first, while the other is busy, used to
+    # be kept for the whole keep: it goes with the other after the grace
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 1);
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /v2 {
+            zk_semaphore /br/v2/$arg_v leases=2 keep=30s timeout=5s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    ok(sessions_connected(10, $ng), 'session up');
+    my $res = http_parallel([ map { my $v = int(($_ + 1) / 2);
+            [ $ng->port, "/v2?v=$v&key=v2&sleep=" . ($_ % 2 ? 100 : 60) ] }
+        1 .. 40 ], timeout => 10, stagger => 0.02);
+    is(scalar(grep { $_->{status} == 200 } @$res), 40,
+        '20 values, two requests each 20 ms apart: 200 each')
+        or diag(join ' ', map { $_->{status} } @$res);
+    my $gone = wait_for(sub { !zk_ephemerals($zk, '/br/v2') }, 3);
+    ok($gone, sprintf('no node left within 3 s (keep=30s): %d left',
+        scalar(() = zk_ephemerals($zk, '/br/v2'))));
     $ng->stop;
 };
 
