@@ -182,6 +182,7 @@ static ngx_uint_t ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_patience_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease);
 static void ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_settle(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_timer_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_give_back(ngx_zk_lock_lease_t *lease,
     ngx_uint_t demand);
@@ -798,9 +799,7 @@ ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease)
 static void
 ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
 {
-    ngx_queue_t          *q, *next;
-    ngx_zk_lock_pool_t   *pool;
-    ngx_zk_lock_lease_t  *idle;
+    ngx_zk_lock_pool_t  *pool;
 
     pool = lease->pool;
 
@@ -815,31 +814,42 @@ ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
     ngx_queue_remove(&lease->queue);
     ngx_queue_insert_head(&pool->leases, &lease->queue);
 
-    if (!(pool->transient && pool->held == pool->idle
-          && pool->lock->tickets == 0))
+    ngx_zk_lock_keep_check(lease);
+    ngx_zk_lock_keep_settle(pool);
+}
+
+
+/*
+ * A path built from a request that nobody uses any more: the leases that
+ * went idle while another was busy, or while a request waited, were to be
+ * kept for "keep", and go after the grace too (see check()).  Whatever
+ * ended the last use: a lease idle, or given back, a ticket gone.
+ */
+
+static void
+ngx_zk_lock_keep_settle(ngx_zk_lock_pool_t *pool)
+{
+    ngx_queue_t          *q, *next;
+    ngx_zk_lock_lease_t  *lease;
+
+    if (!pool->transient || pool->held != pool->idle
+        || pool->lock->tickets)
     {
-        ngx_zk_lock_keep_check(lease);
         return;
     }
-
-    /*
-     * the last lease of a path from a request to go idle: those that went
-     * idle before it, while it was busy, were to be kept for "keep", and
-     * go after the grace too (see check())
-     */
 
     for (q = ngx_queue_head(&pool->leases);
          q != ngx_queue_sentinel(&pool->leases);
          q = next)
     {
         next = ngx_queue_next(q);
-        idle = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (idle->state != NGX_ZK_LOCK_KEEP_IDLE) {
+        if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
             break;
         }
 
-        ngx_zk_lock_keep_check(idle);
+        ngx_zk_lock_keep_check(lease);
     }
 }
 
@@ -1148,6 +1158,7 @@ ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
     ngx_free(ticket);
 
     pool->ntickets--;
+    ngx_zk_lock_keep_settle(pool);
     ngx_zk_lock_keep_gc(pool);
 }
 
