@@ -38,6 +38,8 @@ static void ngx_zk_lock_recipe_tell_handler(ngx_event_t *ev);
 static void ngx_zk_lock_recipe_create(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_recipe_create_done(int rc, const char *value,
     const struct Stat *stat, const void *data);
+static void ngx_zk_lock_recipe_created(ngx_zk_lock_node_t *node,
+    const char *value, const struct Stat *stat);
 static void ngx_zk_lock_recipe_stat(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_recipe_revoke_watch(ngx_zk_lock_node_t *node);
 static ngx_uint_t ngx_zk_lock_recipe_answered(
@@ -1013,8 +1015,6 @@ ngx_zk_lock_recipe_create_done(int rc, const char *value,
 {
     ngx_zk_lock_node_t  *node = (ngx_zk_lock_node_t *) data;
 
-    size_t                       len;
-    u_char                      *name;
     ngx_zk_lock_t               *lock;
     ngx_zk_lock_session_t       *s;
 
@@ -1034,57 +1034,7 @@ ngx_zk_lock_recipe_create_done(int rc, const char *value,
     switch (rc) {
 
     case ZOK:
-        lock->made = 1;
-        name = (u_char *) strrchr(value, '/');
-        name = name ? name + 1 : (u_char *) value;
-        len = ngx_strlen(name);
-
-        if (len >= sizeof(node->name)) {
-            ngx_log_error(NGX_LOG_ALERT, node->log, 0,
-                          "unexpected zookeeper node name \"%s\"", value);
-            ngx_zk_lock_recipe_node_fail(node, ZAPIERROR);
-            return;
-        }
-
-        ngx_memcpy(node->name, name, len + 1);
-        node->name_len = len;
-        node->seq = ngx_zk_lock_listing_seq(name, len);
-        node->czxid = stat ? stat->czxid : 0;
-        ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_WAITING);
-
-        if (node->notify == NULL) {
-            /* released while the create was on its way */
-            ngx_zk_lock_recipe_delete(node);
-            return;
-        }
-
-        if (node->revocable) {
-            ngx_zk_lock_recipe_revoke_watch(node);
-        }
-
-        if (stat == NULL) {
-            /* a group's multi() answers no Stat: see recipe_stat() */
-            ngx_zk_lock_recipe_stat(node);
-        }
-
-        if (node->seq == NGX_ZK_LOCK_SEQ_WRAPPED) {
-            ngx_zk_lock_recipe_wrapped(lock, name);
-            return;
-        }
-
-        if (node->list_id > lock->sent
-            && !ngx_zk_lock_recipe_defer(node))
-        {
-
-            /*
-             * No listing went after the create, which is answered after the
-             * listings sent before it: if this one fails too, the next one
-             * does, or the request times out
-             */
-
-            (void) ngx_zk_lock_path_list(lock);
-        }
-
+        ngx_zk_lock_recipe_created(node, value, stat);
         return;
 
     case ZNONODE:
@@ -1134,6 +1084,71 @@ ngx_zk_lock_recipe_create_done(int rc, const char *value,
     }
 
     ngx_zk_lock_recipe_node_fail(node, rc);
+}
+
+
+/* the create answered: the node queues, unless its owner has gone */
+
+static void
+ngx_zk_lock_recipe_created(ngx_zk_lock_node_t *node, const char *value,
+    const struct Stat *stat)
+{
+    size_t          len;
+    u_char         *name;
+    ngx_zk_lock_t  *lock;
+
+    lock = node->lock;
+
+    lock->made = 1;
+    name = (u_char *) strrchr(value, '/');
+    name = name ? name + 1 : (u_char *) value;
+    len = ngx_strlen(name);
+
+    if (len >= sizeof(node->name)) {
+        ngx_log_error(NGX_LOG_ALERT, node->log, 0,
+                      "unexpected zookeeper node name \"%s\"", value);
+        ngx_zk_lock_recipe_node_fail(node, ZAPIERROR);
+        return;
+    }
+
+    ngx_memcpy(node->name, name, len + 1);
+    node->name_len = len;
+    node->seq = ngx_zk_lock_listing_seq(name, len);
+    node->czxid = stat ? stat->czxid : 0;
+    ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_WAITING);
+
+    if (node->notify == NULL) {
+        /* released while the create was on its way */
+        ngx_zk_lock_recipe_delete(node);
+        return;
+    }
+
+    if (node->revocable) {
+        ngx_zk_lock_recipe_revoke_watch(node);
+    }
+
+    if (stat == NULL) {
+        /* a group's multi() answers no Stat: see recipe_stat() */
+        ngx_zk_lock_recipe_stat(node);
+    }
+
+    if (node->seq == NGX_ZK_LOCK_SEQ_WRAPPED) {
+        ngx_zk_lock_recipe_wrapped(lock, name);
+        return;
+    }
+
+    if (node->list_id > lock->sent
+        && !ngx_zk_lock_recipe_defer(node))
+    {
+
+        /*
+         * No listing went after the create, which is answered after the
+         * listings sent before it: if this one fails too, the next one
+         * does, or the request times out
+         */
+
+        (void) ngx_zk_lock_path_list(lock);
+    }
 }
 
 
