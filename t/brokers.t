@@ -26,28 +26,6 @@ require_prereqs(qw(nginx zookeeper kazoo python module));
 my $zk = zk_start();
 my $be = backend_start();
 
-# the sockets between the workers of $ng that are connected: the accepted
-# ends of the asks, named after the broker's listening socket
-sub broker_pairs {
-    my ($ng) = @_;
-    my %ours;
-    for my $pid ($ng->worker_pids) {
-        opendir my $d, "/proc/$pid/fd" or next;
-        for (readdir $d) {
-            my $l = readlink "/proc/$pid/fd/$_" // next;
-            $ours{$1} = 1 if $l =~ /^socket:\[(\d+)\]$/;
-        }
-    }
-    my $n = 0;
-    for (split /\n/, slurp('/proc/net/unix')) {
-        my @f = split ' ';
-        # Num RefCount Protocol Flags Type St Inode Path
-        $n++ if @f >= 8 && $ours{ $f[6] } && $f[5] eq '03'
-            && $f[7] =~ /^\@ngx_zk_lock\//;
-    }
-    return $n;
-}
-
 subtest 'a borrower gone before worker 0 answers' => sub {
     my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
     zk_hosts %%ZK%%;
@@ -158,10 +136,10 @@ EOF
         or diag(join ' ', map { $_->{status} } @$res);
     my $t0 = time;
     my $gone = wait_for(sub {
-        !zk_ephemerals($zk, '/br/v') && !broker_pairs($ng) }, 3);
+        !zk_ephemerals($zk, '/br/v') && !$ng->broker_pairs }, 3);
     my @left = zk_ephemerals($zk, '/br/v');
     ok($gone, sprintf('no node and no socket pair left within 3 s '
-        . '(keep=30s): %d nodes, %d pairs', scalar @left, broker_pairs($ng)));
+        . '(keep=30s): %d nodes, %d pairs', scalar @left, $ng->broker_pairs));
     $ng->stop;
 };
 

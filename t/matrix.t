@@ -483,38 +483,13 @@ sub check_cell {
 # test: at no instant more than $bound of @$calls in flight
 sub within {
     my ($what, $desc, $kind, $calls, $bound, $t) = @_;
-    my ($peak, $at, $then) = peak($kind, $calls);
+    my ($peak, $at, $then) = peak_in_flight($calls,
+        $kind eq 'rw' ? sub { $_[0]{role} eq 'w' } : undef);
     local $Test::Builder::Level = $Test::Builder::Level + 1;
     return ok($peak <= $bound, "$what: $desc (max $peak)")
         || diag_calls(sprintf('at %+.2f', $at - $t->{fault}), $then, $t);
 }
 
-# the worst instant of @$calls: the largest load (mutex, sem: the sum of
-# weights; rw: what is in flight beside a writer, 1 for readers alone),
-# when, and the calls then in flight.  An end sorts before a start at the
-# same instant.
-sub peak {
-    my ($kind, $calls) = @_;
-    my @ev = sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] }
-        map { ([ $_->{start}, 1, $_ ], [ $_->{end}, 0, $_ ]) } @$calls;
-    my (%in, $max, $at, @then);
-    $max = 0;
-    for my $e (@ev) {
-        if (!$e->[1]) { delete $in{ $e->[2] }; next }
-        $in{ $e->[2] } = $e->[2];
-        my @now = values %in;
-        my $load;
-        if ($kind eq 'rw') {
-            my $writers = grep { $_->{role} eq 'w' } @now;
-            $load = $writers ? scalar @now : 1;
-        } else {
-            $load = 0;
-            $load += $_->{w} for @now;
-        }
-        ($max, $at, @then) = ($load, $e->[0], @now) if $load > $max;
-    }
-    return ($max, $at // 0, [ sort { $a->{start} <=> $b->{start} } @then ]);
-}
 
 # may this LOCAL call have been granted?  Only on A, in f2 and f3, by a
 # worker whose session went into jeopardy, before it was connected again

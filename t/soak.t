@@ -299,7 +299,7 @@ kill 'CONT', map { $_->child_pids } values %NG;    # in case
 
 wait_for(sub {
     return 0 if zk_ephemerals($zk, '/soak');
-    return 0 if grep { broker_pairs($NG{$_}) } @INST;
+    return 0 if grep { $NG{$_}->broker_pairs } @INST;
     return 1;
 }, $SETTLE, 0.5);
 my @left = zk_ephemerals($zk, '/soak');
@@ -313,7 +313,7 @@ ok(!@left, sprintf('no node left below /soak %.0f s after the traffic, '
         "  $_\n    " . ($inst ? "($inst) " : '') . ($d->{data} // '(gone)')
     } @left[0 .. ($#left < 4 ? $#left : 4)];
 for my $inst (@INST) {
-    my $n = broker_pairs($NG{$inst});
+    my $n = $NG{$inst}->broker_pairs;
     is($n, 0, "$inst: no socket pair left between its workers");
 }
 
@@ -495,28 +495,6 @@ sub fault {
     }
 }
 
-# the socket pairs between the workers of an instance: a worker's
-# connected unix socket with the abstract name of a broker
-# ("@ngx_zk_lock/..."; the asking end of a pair has no name), found by
-# the sockets the workers hold
-sub broker_pairs {
-    my ($ng) = @_;
-    my %held;
-    for my $pid ($ng->child_pids) {
-        opendir my $d, "/proc/$pid/fd" or next;
-        for (readdir $d) {
-            my $to = readlink "/proc/$pid/fd/$_" // next;
-            $held{$1} = 1 if $to =~ /^socket:\[(\d+)\]$/;
-        }
-    }
-    my $n = 0;
-    for (split /\n/, slurp('/proc/net/unix')) {
-        my @f = split ' ';
-        $n++ if @f >= 8 && $f[5] eq '03' && $held{ $f[6] }
-            && $f[7] =~ m{^\@ngx_zk_lock/};
-    }
-    return $n;
-}
 
 ###############################################################################
 # The clients: forked processes, each with its own seed, each writing a
@@ -1061,7 +1039,8 @@ sub check_bounds {
             }
             for my $part (parts($l, \@all)) {
                 my ($desc, $cap, $kind, $calls) = @$part;
-                my ($peak, $at, $in) = peak($kind, $calls);
+                my ($peak, $at, $in) = peak_in_flight($calls,
+                    $kind eq 'rw' ? sub { $_[0]{lock} eq 'rw-w' } : undef);
                 $max = $peak if $desc eq 'through ZooKeeper' && $peak > $max;
                 next if $peak <= $cap || length $bad;
                 $bad = sprintf '%s, %s: %d in flight, at most %d, at %+.3f',
@@ -1109,30 +1088,3 @@ sub parts {
     return @parts;
 }
 
-# the worst instant of @$calls: the largest load (sem: the sum of
-# weights; rw: what is in flight beside a writer, 1 for readers alone),
-# when, and the calls then in flight.  An end sorts before a start at the
-# same instant; a call that ended as it started was never in flight.
-sub peak {
-    my ($kind, $calls) = @_;
-    my @ev = sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] }
-        map { ([ $_->{start}, 1, $_ ], [ $_->{end}, 0, $_ ]) }
-        grep { $_->{end} > $_->{start} } @$calls;
-    my (%in, $max, $at, @then);
-    $max = 0;
-    for my $e (@ev) {
-        if (!$e->[1]) { delete $in{ $e->[2] }; next }
-        $in{ $e->[2] } = $e->[2];
-        my @now = values %in;
-        my $load;
-        if ($kind eq 'rw') {
-            my $writers = grep { $_->{lock} eq 'rw-w' } @now;
-            $load = $writers ? scalar @now : 1;
-        } else {
-            $load = 0;
-            $load += $_->{w} for @now;
-        }
-        ($max, $at, @then) = ($load, $e->[0], @now) if $load > $max;
-    }
-    return ($max, $at // 0, [ sort { $a->{start} <=> $b->{start} } @then ]);
-}

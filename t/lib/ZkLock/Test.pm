@@ -92,6 +92,8 @@ Note: "ready" means the workers exist; the module's own ZooKeeper
 session may still be connecting - poll with wait_for if it matters.
 Methods: port, pid (master), prefix, worker_pids (current workers, not
 those "shutting down"), child_pids (all children of the master),
+broker_pairs (the unix socket pairs open between its workers: kept
+leases lent, zk_sessions asks),
 error_log (text), access_log (text), conf (text), get($uri, %o)
 (= http_get on its port), reload([$new_http_body]) (HUP; returns true
 once only new workers remain - old ones exited or are "shutting down" -
@@ -176,6 +178,9 @@ true value, or false on timeout. free_port() -> port. proc_wait($pid,
 $timeout = 10) -> exit status (undef on timeout). pid_alive($pid) -> bool
 (zombies count as dead). started_pids() -> every pid this process started.
 tempdir($tag) -> new temp dir. slurp($file) -> its text ('' if missing).
+peak_in_flight(\@calls, $writer) -> (most, when, [calls then]): the most
+calls ({start, end, w}) in flight at once, weights added up, or with a
+writer predicate (a read/write lock) all beside a writer, else 1.
 
 =item Processes of a test's own
 
@@ -228,7 +233,7 @@ our @EXPORT = qw(
     zk_wait_gone zk_hold zk_4lw curator_name
     http2_listen h2_client h3_browser
     wait_for free_port proc_wait pid_alive started_pids tempdir
-    sessions_connected no_ephemerals cpu_seconds
+    sessions_connected no_ephemerals cpu_seconds peak_in_flight
     run_cmd spawn register_pid slurp
 );
 
@@ -812,6 +817,33 @@ sub no_ephemerals {
     Test::More::ok($ok, "$name: no node left below $path")
         or Test::More::diag(Test::More::explain([zk_ephemerals($hosts, $path)]));
     return $ok;
+}
+
+# The most in flight at once among @$calls ({start, end, w}): weights
+# added up, or with $writer (a predicate on a call: a read/write lock)
+# all that run beside a writer, else 1.  Returns (the most, when, the
+# calls then, by start).  Ends come before starts at the same instant; a
+# call that ended as it started was never in flight.
+sub peak_in_flight {
+    my ($calls, $writer) = @_;
+    my @ev = sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] }
+        map { ([ $_->{start}, 1, $_ ], [ $_->{end}, 0, $_ ]) }
+        grep { $_->{end} > $_->{start} } @$calls;
+    my (%in, $at, @then);
+    my $max = 0;
+    for my $e (@ev) {
+        if (!$e->[1]) { delete $in{ $e->[2] }; next }
+        $in{ $e->[2] } = $e->[2];
+        my @now = values %in;
+        my $load = 0;
+        if ($writer) {
+            $load = (grep { $writer->($_) } @now) ? scalar @now : 1;
+        } else {
+            $load += $_->{w} for @now;
+        }
+        ($max, $at, @then) = ($load, $e->[0], @now) if $load > $max;
+    }
+    return ($max, $at // 0, [ sort { $a->{start} <=> $b->{start} } @then ]);
 }
 
 sub http_parallel_bg {

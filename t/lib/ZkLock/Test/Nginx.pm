@@ -226,6 +226,30 @@ sub _children_of {
     return sort { $a <=> $b } @kids;
 }
 
+# the socket pairs between the workers (kept leases, zk_sessions): a
+# worker's connected unix socket with the abstract name of a broker
+# ("@ngx_zk_lock/..."; the asking end of a pair has no name), found by
+# the sockets the workers hold
+sub broker_pairs {
+    my ($self) = @_;
+    my %held;
+    for my $pid ($self->child_pids) {
+        opendir my $d, "/proc/$pid/fd" or next;
+        for (readdir $d) {
+            my $to = readlink "/proc/$pid/fd/$_" // next;
+            $held{$1} = 1 if $to =~ /^socket:\[(\d+)\]$/;
+        }
+    }
+    my $n = 0;
+    for (split /\n/, ZkLock::Test::slurp('/proc/net/unix')) {
+        # Num RefCount Protocol Flags Type St Inode Path
+        my @f = split ' ';
+        $n++ if @f >= 8 && $f[5] eq '03' && $held{ $f[6] }
+            && $f[7] =~ m{^\@ngx_zk_lock/};
+    }
+    return $n;
+}
+
 sub worker_pids {
     my ($self) = @_;
     return grep {
