@@ -61,8 +61,10 @@ subtest 'JSON: workers and totals' => sub {
     }
     my $h = zk_hold($zk, '/st/m', name => '_c_00000000-0000-4000-8000-'
         . '000000000003-lock-', seconds => 60);
+    # a round trip apart: an arrival within the first round trip of its
+    # worker's queue waits for nobody yet (see max_waiting= in the README)
     my $res = http_parallel([ map { [ $ng->port, '/m?key=m' ] } 1 .. 6 ],
-        timeout => 10);
+        timeout => 10, stagger => 0.05);
     $h->release;
     my %by;
     $by{ $_->{status} }++ for @$res;

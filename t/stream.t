@@ -236,8 +236,11 @@ subtest 'max_waiting=1: the next connection is closed at once' => sub {
         timeout => 30);
     ok(wait_for(sub { $be->stats('maxw')->{inflight} == 1 }, 10),
         'a connection holds the mutex');
-    # 2 workers: of 3 waiters, 2 are in one of them
-    my @w = map { open_client($P_MAXW, "/c?key=maxw&id=w$_") } 1 .. 3;
+    # 2 workers: of 3 waiters, 2 are in one of them; a round trip apart,
+    # as one within the first round trip of its worker's queue waits for
+    # nobody yet (see max_waiting= in the README)
+    my @w = map { my $c = open_client($P_MAXW, "/c?key=maxw&id=w$_");
+                  sleep 0.05; $c } 1 .. 3;
     my $ok = wait_for(sub { stream_log($fleet[0]) =~ /^$P_MAXW 503 REJECTED/m },
         5);
     ok($ok, 'a second waiter in a worker is refused at once');
