@@ -103,6 +103,15 @@
 #define NGX_ZK_LOCK_KEEP_DOOMED  16
 
 
+/*
+ * A path built from a request that nobody uses now: its leases are kept
+ * only for a client's pause, not for "keep" (see check())
+ */
+#define ngx_zk_lock_keep_unused(pool)                                    \
+    ((pool)->transient && (pool)->held == (pool)->idle                   \
+     && (pool)->lock->tickets == 0)
+
+
 typedef enum {
     NGX_ZK_LOCK_KEEP_QUEUED = 0,   /* its node waits in ZooKeeper */
     NGX_ZK_LOCK_KEEP_BUSY,         /* a request runs on it */
@@ -183,6 +192,7 @@ static void ngx_zk_lock_keep_patience_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease);
 static void ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease);
 static void ngx_zk_lock_keep_settle(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_check_idle(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_timer_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_give_back(ngx_zk_lock_lease_t *lease,
     ngx_uint_t demand);
@@ -829,14 +839,19 @@ ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
 static void
 ngx_zk_lock_keep_settle(ngx_zk_lock_pool_t *pool)
 {
+    if (ngx_zk_lock_keep_unused(pool)) {
+        ngx_zk_lock_keep_check_idle(pool);
+    }
+}
+
+
+/* each idle lease, the idle first: given back, or its timer set again */
+
+static void
+ngx_zk_lock_keep_check_idle(ngx_zk_lock_pool_t *pool)
+{
     ngx_queue_t          *q, *next;
     ngx_zk_lock_lease_t  *lease;
-
-    if (!pool->transient || pool->held != pool->idle
-        || pool->lock->tickets)
-    {
-        return;
-    }
 
     for (q = ngx_queue_head(&pool->leases);
          q != ngx_queue_sentinel(&pool->leases);
@@ -875,10 +890,7 @@ ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease)
      * for "keep", per value
      */
 
-    if (!pool->others
-        && !(pool->transient && pool->held == pool->idle
-             && pool->lock->tickets == 0))
-    {
+    if (!pool->others && !ngx_zk_lock_keep_unused(pool)) {
         limit = pool->keep;
     }
 
@@ -1292,10 +1304,8 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     ngx_zk_lock_child_t *children, ngx_uint_t n)
 {
     ngx_uint_t                 np, leases;
-    ngx_queue_t               *q, *nq;
     ngx_zk_lock_pool_t        *pool;
     ngx_zk_lock_part_t        *parts;
-    ngx_zk_lock_lease_t       *lease;
 
     pool = lock->pool;
 
@@ -1334,19 +1344,7 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
 
     /* the listing's completion holds the lock meanwhile */
 
-    for (q = ngx_queue_head(&pool->leases);
-         q != ngx_queue_sentinel(&pool->leases);
-         q = nq)
-    {
-        nq = ngx_queue_next(q);
-        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
-
-        if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
-            break;
-        }
-
-        ngx_zk_lock_keep_check(lease);
-    }
+    ngx_zk_lock_keep_check_idle(pool);
 
     ngx_zk_lock_keep_gc(pool);
 }
