@@ -182,9 +182,10 @@ static ngx_msec_t              *ngx_http_zk_lock_bounds;
 static ngx_uint_t               ngx_http_zk_lock_nbuckets;
 
 static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
-    "# HELP zk_lock_build_info The module's version.\n"
+    "# HELP zk_lock_build_info The module's version and build.\n"
     "# TYPE zk_lock_build_info gauge\n"
-    "zk_lock_build_info{version=\"" NGX_ZK_LOCK_VERSION "\"} 1\n");
+    "zk_lock_build_info{version=\"" NGX_ZK_LOCK_VERSION "\",build=\""
+    NGX_ZK_LOCK_BUILD "\"} 1\n");
 
 static ngx_str_t  ngx_http_zk_lock_zone_name = ngx_string("zk_lock");
 
@@ -1013,7 +1014,7 @@ ngx_http_zk_lock_metrics_json_workers(ngx_http_zk_lock_out_t *o, u_char *p,
     }
 
     p = ngx_sprintf(p, "{\"version\":\"" NGX_ZK_LOCK_VERSION "\","
-                    "\"workers\":[");
+                    "\"build\":\"" NGX_ZK_LOCK_BUILD "\",\"workers\":[");
     n = 0;
 
     for (i = 0; i < shm->nslots; i++) {

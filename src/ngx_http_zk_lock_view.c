@@ -974,6 +974,7 @@ ngx_http_zk_lock_view_json(ngx_http_zk_lock_view_writer_t *w,
                                    : NULL;
 
     ngx_http_zk_lock_view_printf(w, "{\"version\":\"" NGX_ZK_LOCK_VERSION
+                                 "\",\"build\":\"" NGX_ZK_LOCK_BUILD
                                  "\",\"hostname\":\"");
     ngx_http_zk_lock_view_text(w, ngx_cycle->hostname.data,
                                ngx_cycle->hostname.len, 0);
@@ -1496,7 +1497,8 @@ static ngx_str_t  ngx_http_zk_lock_view_page = ngx_string(
 "if(d.client==='curator')return d.data||'';return ''}\n"
 "function draw(j){\n"
 "document.getElementById('who').textContent="
-"'nginx '+j.hostname+' pid '+j.pid+' \\u00b7 module '+j.version;\n"
+"'nginx '+j.hostname+' pid '+j.pid+' \\u00b7 module '+j.version+"
+"' (build '+j.build+')';\n"
 "var s=document.getElementById('session');\n"
 "s.textContent='session: '+j.session+(j.stale?' (stale)':'');\n"
 "s.className=j.session==='connected'&&!j.stale?'up':'down';\n"

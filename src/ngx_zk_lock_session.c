@@ -9,6 +9,7 @@
 #include <ngx_event.h>
 #include <poll.h>
 
+#include "ngx_zk_lock_version.h"
 #include "ngx_zk_lock_session.h"
 
 
@@ -99,6 +100,12 @@ ngx_zk_lock_session_init(ngx_cycle_t *cycle,
     s->log.data = s;
     s->log.action = "talking to zookeeper";
     ngx_zk_lock_session_log = &s->log;
+
+    /* after an upgrade and a reload, this tells which module a worker has */
+
+    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                  "zk_lock %s (build %s), zk_session_timeout %Mms",
+                  NGX_ZK_LOCK_VERSION, NGX_ZK_LOCK_BUILD, s->timeout);
 
     s->hosts->handler = ngx_zk_lock_session_resolved;
     s->hosts->data = s;

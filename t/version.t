@@ -35,10 +35,21 @@ my $ng = nginx_start(<<'EOF', zk => $zk, workers => 1);
     }
 EOF
 
-like($ng->get('/status')->{body}, qr/^\{"version":"\Q$version\E",/,
-    'the status page names it');
+# the build (issue 37, item 3): the commit of this checkout, +dirty when
+# the sources differ from it, or a package's version, or a checksum
+my ($build) = $ng->get('/status')->{body}
+    =~ /^\{"version":"\Q$version\E","build":"([^"]*)",/;
+ok(defined $build, 'the status page names the version and the build');
+my $head = `git -c safe.directory=\$PWD rev-parse --short=12 HEAD 2>/dev/null`;
+chomp $head;
+like($build // '', $head ? qr/^(\Q$head\E(\+dirty)?|[0-9][0-9A-Za-z.+~]*)$/
+                          : qr/^\S+$/,
+    'the build is this checkout\'s commit: ' . ($build // 'none'))
+    unless $ENV{ZK_LOCK_MODULE} || $ENV{ZK_LOCK_NGINX};
 like($ng->get('/metrics')->{body},
-    qr/^zk_lock_build_info\{version="\Q$version\E"\} 1$/m,
-    'zk_lock_build_info names it');
+    qr/^zk_lock_build_info\{version="\Q$version\E",build="\Q${\($build \/\/ '')}\E"\} 1$/m,
+    'zk_lock_build_info names both');
+like($ng->error_log, qr/\[notice\] .*zk_lock \Q$version\E \(build \Q${\($build \/\/ '')}\E\), zk_session_timeout \d+ms/,
+    'each worker logs them at its start');
 
 done_testing();

@@ -109,6 +109,9 @@ case $version in
                        exit 1 ;;
 esac
 
+# the build identity the modules show beside their version (see config)
+export NGX_ZK_LOCK_BUILD=$version
+
 # --- sources ---------------------------------------------------------------
 rm -rf "$out"
 src=$out/$pkg-$version
