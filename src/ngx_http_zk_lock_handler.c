@@ -96,6 +96,8 @@ static ngx_http_zk_lock_event_e  ngx_http_zk_lock_handler_events[] = {
     NGX_HTTP_ZK_LOCK_EV_REVOKED,
     NGX_HTTP_ZK_LOCK_EV_NONE,
     NGX_HTTP_ZK_LOCK_EV_LOCAL,
+    NGX_HTTP_ZK_LOCK_EV_LOST,
+    NGX_HTTP_ZK_LOCK_EV_TIMEOUT,
     NGX_HTTP_ZK_LOCK_EV_WAIT,
     NGX_HTTP_ZK_LOCK_EV_UNWAIT,
     NGX_HTTP_ZK_LOCK_EV_REUSED,
@@ -704,6 +706,7 @@ ngx_http_zk_lock_handler_dry(ngx_http_zk_lock_pass_t *pass)
 static void
 ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node)
 {
+    ngx_uint_t                leases, ahead;
     ngx_zk_lock_gate_t       *gate;
     ngx_zk_lock_gate_hold_t  *hold;
     ngx_http_zk_lock_pass_t  *pass;
@@ -726,9 +729,21 @@ ngx_http_zk_lock_handler_dry_told(ngx_zk_lock_node_t *node)
     /* would wait; or lost, or failed: nothing more to learn from it */
 
     if (node->error == NGX_ZK_LOCK_BUSY) {
+
+        /*
+         * at the lock's log level, as limit_req_dry_run's lines; how full
+         * it was, among the requests in dry run (those that would wait go
+         * at once: none waits before another)
+         */
+
+        leases = ngx_zk_lock_recipe_needed(node);
+        ahead = (node->ahead == NGX_ZK_LOCK_UNKNOWN) ? leases : node->ahead;
+
         ngx_log_error(pass->conf->log_level, gate->log, 0,
-                      "%s \"%V\" would have waited, dry run",
-                      ngx_zk_lock_gate_directive(hold), &hold->path);
+                      "%s \"%V\" would have waited, dry run: %ui of %ui "
+                      "lease%s held", ngx_zk_lock_gate_directive(hold),
+                      &hold->path, ngx_min(ahead, leases), leases,
+                      leases == 1 ? "" : "s");
 
         pass->ctx->result = NGX_HTTP_ZK_LOCK_EV_DRY_WAITED;
         ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec(hold),
@@ -1067,7 +1082,7 @@ ngx_http_zk_lock_handler_count(ngx_zk_lock_gate_t *gate,
         return;
     }
 
-    if (event <= NGX_ZK_LOCK_GATE_LOCAL) {
+    if (event <= NGX_ZK_LOCK_GATE_UNREACHABLE) {
         pass->ctx->result = ev;
     }
 

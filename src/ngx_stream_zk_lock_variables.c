@@ -38,7 +38,9 @@ static ngx_str_t  ngx_stream_zk_lock_results[] = {
     ngx_string("LOST"),
     ngx_string("REVOKED"),
     ngx_string("GONE"),
-    ngx_string("LOCAL")
+    ngx_string("LOCAL"),
+    ngx_string("LOST"),             /* in jeopardy: as before */
+    ngx_string("TIMEOUT")           /* zookeeper unreachable: the same */
 };
 
 

@@ -61,6 +61,8 @@ static void ngx_zk_lock_gate_count(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e event,
     ngx_msec_t waited);
 static void ngx_zk_lock_gate_news_handler(ngx_event_t *ev);
+static u_char *ngx_zk_lock_gate_outage(ngx_zk_lock_session_t *s, u_char *buf,
+    size_t len);
 static void ngx_zk_lock_gate_localize(ngx_zk_lock_gate_waiters_t *w);
 
 
@@ -76,6 +78,7 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
     ngx_int_t                 rc;
     ngx_zk_lock_session_t    *s;
     ngx_zk_lock_gate_hold_t  *hold;
+    u_char                    out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
 
     s = gate->session;
     hold = &gate->holds[0];
@@ -96,9 +99,10 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
         && (ngx_zk_lock_session_gone(s) || (s->down && gate->fail_open)))
     {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" %s: no zookeeper connection",
+                      "%s \"%V\" %s: no zookeeper connection%s",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
-                      gate->fail_open ? "bypassed" : "refused");
+                      gate->fail_open ? "bypassed" : "refused",
+                      ngx_zk_lock_gate_outage(s, out, sizeof(out)));
 
         if (gate->fail_open) {
             ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_BYPASSED);
@@ -240,6 +244,10 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
     gate->done = 1;
     gate->result = gate->local ? NGX_ZK_LOCK_GATE_LOCAL
                                : NGX_ZK_LOCK_GATE_ACQUIRED;
+
+    if (gate->local && gate->session->outage.out) {
+        gate->session->outage.through++;
+    }
     gate->wait_time = ngx_current_msec - gate->started;
 
     return NGX_OK;
@@ -395,6 +403,7 @@ ngx_zk_lock_gate_to_local(ngx_zk_lock_gate_t *gate,
 {
     ngx_int_t   rc;
     ngx_msec_t  timeout, waited;
+    u_char      out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
 
     timeout = ngx_zk_lock_gate_timeout_of(gate, hold);
     waited = ngx_current_msec - gate->since;
@@ -433,8 +442,9 @@ ngx_zk_lock_gate_to_local(ngx_zk_lock_gate_t *gate,
 
     ngx_log_error(NGX_LOG_ERR, gate->log, 0,
                   "%s \"%V\" not acquired in %Mms: no zookeeper connection, "
-                  "no local lease", ngx_zk_lock_gate_directive(hold),
-                  &hold->path, waited);
+                  "no local lease%s", ngx_zk_lock_gate_directive(hold),
+                  &hold->path, waited,
+                  ngx_zk_lock_gate_outage(gate->session, out, sizeof(out)));
 
     ngx_zk_lock_gate_end(gate, (rc == NGX_DECLINED) ? NGX_ZK_LOCK_GATE_REJECTED
                                                     : NGX_ZK_LOCK_GATE_ERROR);
@@ -565,6 +575,7 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, int error)
 {
     ngx_zk_lock_node_t  *node;
+    u_char               out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
 
     ngx_zk_lock_gate_unwait(gate);
 
@@ -583,9 +594,11 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
 
     if (gate->fail_open && ngx_zk_lock_session_error(error)) {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" bypassed after %Mms: %s",
+                      "%s \"%V\" bypassed after %Mms: %s%s",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
-                      gate->wait_time, zerror(error));
+                      gate->wait_time, zerror(error),
+                      ngx_zk_lock_gate_outage(gate->session, out,
+                                              sizeof(out)));
 
         ngx_zk_lock_gate_bypass(gate, hold);
         return;
@@ -673,7 +686,7 @@ ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
                       ngx_zk_lock_gate_directive(hold), &hold->path,
                       gate->noun);
 
-        ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_LOST);
+        ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_JEOPARDY);
         return;
 
     default:
@@ -687,9 +700,12 @@ ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold)
     /* the node may be freed */
 
     ngx_zk_lock_gate_drop(gate, hold);
-    ngx_zk_lock_gate_result(gate, hold, (error == NGX_ZK_LOCK_REVOKED)
-                                        ? NGX_ZK_LOCK_GATE_REVOKED
-                                        : NGX_ZK_LOCK_GATE_LOST);
+    ngx_zk_lock_gate_result(gate, hold,
+                            (error == NGX_ZK_LOCK_REVOKED)
+                            ? NGX_ZK_LOCK_GATE_REVOKED
+                            : (error == NGX_ZK_LOCK_JEOPARDY)
+                              ? NGX_ZK_LOCK_GATE_JEOPARDY
+                              : NGX_ZK_LOCK_GATE_LOST);
     if (!abort) {
         if (!gate->done) {
             ngx_zk_lock_gate_rewind(gate, hold);
@@ -762,12 +778,14 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
 {
     ngx_uint_t              silent;
     ngx_zk_lock_session_t  *s;
+    u_char                  out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
 
     s = gate->session;
 
-    /* zk_lock_fail open: a server that answers nothing is out of reach */
-    silent = gate->fail_open && s->connected
-             && ngx_zk_lock_session_silent(s);
+    /* a server that answers nothing is out of reach, a hang as a refusal */
+    silent = s->connected && ngx_zk_lock_session_silent(s);
+
+    (void) ngx_zk_lock_gate_outage(s, out, sizeof(out));
 
     if (s->connected && !silent) {
         ngx_log_error(gate->log_level, gate->log, 0,
@@ -779,6 +797,22 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
         return;
     }
 
+    if (silent && !gate->fail_open) {
+
+        /*
+         * not the cap: ZooKeeper could not answer; its leases still
+         * count, so no local lease either, before the jeopardy
+         */
+
+        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                      "%s \"%V\" not acquired in %Mms: no answer from "
+                      "zookeeper%s", ngx_zk_lock_gate_directive(hold),
+                      &hold->path, gate->wait_time, out);
+
+        ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_UNREACHABLE);
+        return;
+    }
+
     if (gate->fail_local && hold->node) {
         ngx_zk_lock_gate_to_local(gate, hold);
         return;
@@ -786,20 +820,20 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
 
     if (gate->fail_open) {
         ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" bypassed after %Mms: %s",
+                      "%s \"%V\" bypassed after %Mms: %s%s",
                       ngx_zk_lock_gate_directive(hold), &hold->path,
                       gate->wait_time,
                       silent ? "no answer from zookeeper"
-                             : "no zookeeper connection");
+                             : "no zookeeper connection", out);
 
         ngx_zk_lock_gate_bypass(gate, hold);
         return;
     }
 
     ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                  "%s \"%V\" not acquired in %Mms: no zookeeper connection",
-                  ngx_zk_lock_gate_directive(hold), &hold->path,
-                  gate->wait_time);
+                  "%s \"%V\" not acquired in %Mms: no zookeeper "
+                  "connection%s", ngx_zk_lock_gate_directive(hold),
+                  &hold->path, gate->wait_time, out);
 
     ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
 }
@@ -894,9 +928,64 @@ static void
 ngx_zk_lock_gate_result(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_zk_lock_gate_result_e result)
 {
+    ngx_zk_lock_outage_t  *o;
+
     gate->result = result;
 
     ngx_zk_lock_gate_count(gate, hold, result, 0);
+
+    /* what the outage did, said at its end */
+
+    o = &gate->session->outage;
+
+    if (!o->out) {
+        return;
+    }
+
+    switch (result) {
+
+    case NGX_ZK_LOCK_GATE_ERROR:
+        o->refused++;
+        break;
+
+    case NGX_ZK_LOCK_GATE_TIMEOUT:
+    case NGX_ZK_LOCK_GATE_UNREACHABLE:
+        o->timed_out++;
+        break;
+
+    case NGX_ZK_LOCK_GATE_BYPASSED:
+        o->through++;
+        break;
+
+    default:
+        break;
+    }
+}
+
+
+/*
+ * The outage a participant's line refers to, "" if none: ", zookeeper
+ * unreachable for 3.1s", the time since it began, as its own line says
+ */
+
+static u_char *
+ngx_zk_lock_gate_outage(ngx_zk_lock_session_t *s, u_char *buf, size_t len)
+{
+    u_char      *p;
+    ngx_msec_t   out;
+
+    out = ngx_zk_lock_outage_for(s);
+
+    if (out == 0) {
+        buf[0] = '\0';
+        return buf;
+    }
+
+    p = ngx_snprintf(buf, len - 1, " (zookeeper unreachable for %M.%Ms)",
+                     out / 1000, out % 1000 / 100);
+    *p = '\0';
+
+    return buf;
 }
 
 

@@ -69,6 +69,8 @@ typedef enum {
     NGX_ZK_LOCK_GATE_REVOKED,
     NGX_ZK_LOCK_GATE_GONE,
     NGX_ZK_LOCK_GATE_LOCAL,         /* holds a local lease: the same */
+    NGX_ZK_LOCK_GATE_JEOPARDY,      /* let go: zookeeper went silent */
+    NGX_ZK_LOCK_GATE_UNREACHABLE,   /* timed out: zookeeper was silent */
     NGX_ZK_LOCK_GATE_WAIT,          /* starts waiting */
     NGX_ZK_LOCK_GATE_UNWAIT,        /* stops waiting, however */
     NGX_ZK_LOCK_GATE_REUSED,        /* acquired: a lease the worker kept */
@@ -145,6 +147,10 @@ struct ngx_zk_lock_gate_s {
     unsigned                      done:1;     /* all held, or let through */
     unsigned                      local:1;    /* a local lease among them */
 };
+
+
+/* " (zookeeper unreachable for 3.1s)" in a participant's lines */
+#define NGX_ZK_LOCK_GATE_OUTAGE_LEN  64
 
 
 #define ngx_zk_lock_gate_directive(hold)                                     \

@@ -77,6 +77,7 @@ static void ngx_zk_lock_session_tell(ngx_zk_lock_session_t *s,
     ngx_zk_lock_session_pt handler);
 static void ngx_zk_lock_session_state(ngx_zk_lock_session_t *s,
     int state);
+static void ngx_zk_lock_session_granted(ngx_zk_lock_session_t *s);
 static void ngx_zk_lock_session_zlog(const char *message);
 static ngx_uint_t ngx_zk_lock_session_zlog_repeated(const char *text,
     size_t len);
@@ -89,6 +90,9 @@ static u_char *ngx_zk_lock_session_log_error(ngx_log_t *log, u_char *buf,
  * one session, so its log is kept here.
  */
 static ngx_log_t  *ngx_zk_lock_session_log;
+
+/* the session whose client is running: its log lines are about it */
+static ngx_zk_lock_session_t  *ngx_zk_lock_session_in;
 
 
 ngx_int_t
@@ -189,6 +193,11 @@ ngx_zk_lock_session_init(ngx_cycle_t *cycle,
 
     zoo_set_debug_level(cycle->log->log_level >= NGX_LOG_DEBUG
                         ? ZOO_LOG_LEVEL_INFO : ZOO_LOG_LEVEL_WARN);
+
+    /* out of use until connected: said if that takes long */
+
+    ngx_zk_lock_outage_init(s);
+    ngx_zk_lock_outage_begin(s, ngx_current_msec);
 
     if (ngx_zk_lock_session_start(s) != NGX_OK) {
         ngx_add_timer(&s->renew, s->timeout);
@@ -477,6 +486,8 @@ ngx_zk_lock_session_start(ngx_zk_lock_session_t *s)
         return ngx_zk_lock_hosts_resolve(s->hosts);
     }
 
+    ngx_zk_lock_session_in = s;
+
     s->zh = zookeeper_init2((char *) s->hosts->list,
                             ngx_zk_lock_session_watcher,
                             (int) s->timeout, NULL, s, 0,
@@ -563,6 +574,7 @@ ngx_zk_lock_session_update(ngx_zk_lock_session_t *s)
     }
 
     attempt = 0;
+    ngx_zk_lock_session_in = s;
 
     if (!s->connected) {
 
@@ -1005,6 +1017,8 @@ ngx_zk_lock_session_process(ngx_zk_lock_session_t *s, int events)
 
     /* completions and watches run from here */
 
+    ngx_zk_lock_session_in = s;
+
     rc = zookeeper_process(s->zh, events);
 
     if (rc != ZOK && rc != ZNOTHING) {
@@ -1077,6 +1091,9 @@ ngx_zk_lock_session_resolved(ngx_zk_lock_hosts_t *h)
         /* none has resolved yet: asked again, as a failed start is */
 
         s->down = 1;
+
+        (void) ngx_snprintf(s->outage.cause, NGX_ZK_LOCK_CAUSE_LEN,
+                            "zk_hosts resolve to no address%Z");
 
         if (!s->renew.timer_set) {
             ngx_add_timer(&s->renew, NGX_ZK_LOCK_BACKOFF_MAX);
@@ -1152,6 +1169,10 @@ ngx_zk_lock_session_probe_handler(ngx_event_t *ev)
     limit = s->negotiated - s->negotiated / NGX_ZK_LOCK_MARGIN;
     silent = ngx_current_msec - s->heard;
 
+    if (ngx_zk_lock_session_silent(s)) {
+        ngx_zk_lock_outage_begin(s, s->heard);
+    }
+
     if (silent >= limit) {
 
         if (!s->jeopardy) {
@@ -1159,10 +1180,15 @@ ngx_zk_lock_session_probe_handler(ngx_event_t *ev)
             s->jeopardies++;
 
             ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                          "no word from zookeeper for %M ms, session 0x%xL "
-                          "may expire %M ms after it: its locks are let go",
-                          silent, (int64_t) zoo_client_id(s->zh)->client_id,
-                          s->negotiated);
+                          "no word from zookeeper for %Mms, 3/4 of the "
+                          "session timeout (%Mms): session 0x%xL may "
+                          "expire, so its locks are let go now (counted "
+                          "\"jeopardy\"), and taken again once zookeeper "
+                          "answers, in this session or, if it expired, in "
+                          "a new one; check the servers' health (a hang, a "
+                          "long GC pause, a full disk) and the network to "
+                          "them", silent, s->negotiated,
+                          (int64_t) zoo_client_id(s->zh)->client_id);
         }
 
         /* and again while it lasts: a watch event may make a holder */
@@ -1236,6 +1262,10 @@ ngx_zk_lock_session_probed(int rc, const struct Stat *stat,
     }
 
     s->heard = s->probe_sent;
+
+    if (s->connected) {
+        ngx_zk_lock_outage_end(s);
+    }
 
     if (s->jeopardy) {
         s->jeopardy = 0;
@@ -1313,6 +1343,14 @@ ngx_zk_lock_session_state(ngx_zk_lock_session_t *s, int state)
                       (int64_t) zoo_client_id(s->zh)->client_id,
                       server ? server : "?");
 
+        ngx_zk_lock_session_granted(s);
+
+        /* a session that was silent is usable once it answers: probed() */
+
+        if (!ngx_zk_lock_session_silent(s)) {
+            ngx_zk_lock_outage_end(s);
+        }
+
         ngx_zk_lock_session_tell(s, s->connect_handler);
         return;
     }
@@ -1327,6 +1365,8 @@ ngx_zk_lock_session_state(ngx_zk_lock_session_t *s, int state)
             ngx_log_error(NGX_LOG_WARN, &s->log, 0,
                           "zookeeper connection lost, reconnecting");
 
+            ngx_zk_lock_outage_begin(s, ngx_current_msec);
+
             ngx_zk_lock_session_tell(s, NULL);
         }
 
@@ -1337,6 +1377,8 @@ ngx_zk_lock_session_state(ngx_zk_lock_session_t *s, int state)
         s->connected = 0;
         s->live = 0;
         s->jeopardy = 0;
+
+        ngx_zk_lock_outage_begin(s, ngx_current_msec);
 
         ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                       "zookeeper session 0x%xL %s, starting a new one",
@@ -1352,6 +1394,28 @@ ngx_zk_lock_session_state(ngx_zk_lock_session_t *s, int state)
             ngx_post_event(&s->renew, &ngx_posted_events);
         }
     }
+}
+
+
+/*
+ * The server bounds the timeout (by its minSessionTimeout and
+ * maxSessionTimeout, 2 and 20 ticks unless set): a cut one is said once
+ * in a worker, as the holders let go at 3/4 of the granted one
+ */
+
+static void
+ngx_zk_lock_session_granted(ngx_zk_lock_session_t *s)
+{
+    if (s->negotiated == s->timeout || s->cut) {
+        return;
+    }
+
+    s->cut = 1;
+
+    ngx_log_error(NGX_LOG_WARN, &s->log, 0,
+                  "zk_session_timeout %Mms: zookeeper granted %Mms, "
+                  "within its minSessionTimeout and maxSessionTimeout",
+                  s->timeout, s->negotiated);
 }
 
 
@@ -1422,6 +1486,10 @@ ngx_zk_lock_session_zlog(const char *message)
 
     while (len && (message[len - 1] == '\n' || message[len - 1] == '\r')) {
         len--;
+    }
+
+    if (level <= NGX_LOG_WARN && ngx_zk_lock_session_in) {
+        ngx_zk_lock_outage_cause(ngx_zk_lock_session_in, message, len);
     }
 
     if (level != NGX_LOG_DEBUG

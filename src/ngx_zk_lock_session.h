@@ -14,6 +14,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "ngx_zk_lock_hosts.h"
+#include "ngx_zk_lock_outage.h"
 
 
 /*
@@ -91,6 +92,8 @@ struct ngx_zk_lock_session_s {
     ngx_msec_t                    probe_sent;
     ngx_msec_t                    negotiated; /* the server's timeout */
 
+    ngx_zk_lock_outage_t          outage;
+
     /* the owner's: each may be NULL */
     ngx_zk_lock_session_pt        state_handler;   /* any change of state */
     ngx_zk_lock_session_pt        connect_handler; /* connected, or again */
@@ -113,6 +116,7 @@ struct ngx_zk_lock_session_s {
     unsigned                      brokered:1; /* none: a sibling's serves */
     unsigned                      borrow:1;   /* kept leases: worker 0's */
     unsigned                      stale:1;    /* the client's hosts are */
+    unsigned                      cut:1;      /* the timeout said cut */
 };
 
 
@@ -134,7 +138,8 @@ struct ngx_zk_lock_session_s {
  */
 
 #define ngx_zk_lock_session_silent(s)                                    \
-    ((s)->live && ngx_current_msec - (s)->heard > (s)->negotiated / 3)
+    ((s)->live && !(s)->brokered                                         \
+     && ngx_current_msec - (s)->heard > (s)->negotiated / 3)
 
 /* connected, and heard from: its holders hold */
 #define ngx_zk_lock_session_usable(s)                                    \

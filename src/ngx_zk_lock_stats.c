@@ -37,7 +37,7 @@ static ngx_int_t ngx_zk_lock_stats_init_zone(ngx_shm_zone_t *shm_zone,
 
 char  *ngx_zk_lock_stats_results[] = {
     "acquired", "timeout", "error", "bypassed", "rejected", "lost",
-    "revoked", "gone", "local"
+    "revoked", "gone", "local", "jeopardy", "unreachable"
 };
 
 

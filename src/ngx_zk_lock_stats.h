@@ -29,10 +29,12 @@ typedef enum {
     NGX_ZK_LOCK_STATS_LOST,
     NGX_ZK_LOCK_STATS_REVOKED,
     NGX_ZK_LOCK_STATS_GONE,         /* the client left while waiting */
-    NGX_ZK_LOCK_STATS_LOCAL         /* a local lease (zk_lock_fail local=) */
+    NGX_ZK_LOCK_STATS_LOCAL,        /* a local lease (zk_lock_fail local=) */
+    NGX_ZK_LOCK_STATS_JEOPARDY,     /* let go: zookeeper went silent */
+    NGX_ZK_LOCK_STATS_UNREACHABLE   /* timed out: zookeeper was silent */
 } ngx_zk_lock_stats_result_e;
 
-#define NGX_ZK_LOCK_STATS_N  (NGX_ZK_LOCK_STATS_LOCAL + 1)
+#define NGX_ZK_LOCK_STATS_N  (NGX_ZK_LOCK_STATS_UNREACHABLE + 1)
 
 #define NGX_ZK_LOCK_STATS_HELD     0
 #define NGX_ZK_LOCK_STATS_WAITING  1

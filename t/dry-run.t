@@ -102,6 +102,14 @@ subtest 'dry run: all through, counted fleet-wide' => sub {
         for @fleet;
     is($lines, 4, 'a log line for each that would have waited');
 
+    # at the lock's log level (zk_lock_log_level, "error" by default), as
+    # limit_req_dry_run's, saying how full the lock was (issue 37, item 6)
+    my @full = map { /(\[\w+\] .*would have waited, dry run: [^,]*),/g }
+        map { $_->error_log } @fleet;
+    is(scalar(grep { /^\[error\] .*: 2 of 2 leases held while / } @full),
+        4, 'each at error, with the leases held')
+        or diag(explain(\@full));
+
     my ($acq, $wait, $dry) = (0, 0, 0);
     for my $ng (@fleet) {
         my $j = $ng->get('/status')->{body};

@@ -114,7 +114,7 @@ for my $t (4, 10) {
         is($st->{hangups}, 1, '... A\'s call was hung up on');
 
         my $log = substr($a->error_log, $off);
-        like($log, qr/\[error\].*no word from zookeeper for \d+ ms, session \S+ may expire \d+ ms after it/,
+        like($log, qr/\[error\].*no word from zookeeper for \d+ms, 3\/4 of the session timeout \(\d+ms\): session \S+ may expire, so its locks are let go now/,
             'A: "no word from zookeeper" at error');
         like($log, qr{\[error\].*zk_mutex "/j/abort" lost while held: no word from zookeeper, the session may expire, aborting the request},
             'A: "lost while held ..., aborting the request"');
