@@ -1093,7 +1093,7 @@ ngx_zk_lock_session_resolved(ngx_zk_lock_hosts_t *h)
         s->down = 1;
 
         (void) ngx_snprintf(s->outage.cause, NGX_ZK_LOCK_CAUSE_LEN,
-                            "zk_hosts resolve to no address%Z");
+                            "no address for zk_hosts from the resolver%Z");
 
         if (!s->renew.timer_set) {
             ngx_add_timer(&s->renew, NGX_ZK_LOCK_BACKOFF_MAX);

@@ -210,10 +210,17 @@ subtest 'a resolver that never answers from the start' => sub {
         'zk_lock_fail open: through, as when ZooKeeper is down');
     cmp_ok(time - $t, '<', 1, '... at once, not at its 5 s timeout');
 
+    # issue 37, item 1: the outage names its cause
+    ok(wait_for(sub { $rn->error_log =~ /\[error\] .*zookeeper unreachable for \d+ms: no address for zk_hosts from the resolver;/ }, 5),
+        'the outage is said at error, with its cause: no address')
+        or diag $rn->error_log;
+
     dns_mute($dns, 0);
     ok(sessions_connected(15, $rn), 'the session starts once DNS answers');
     is($rn->get('/m?key=r4')->{headers}{'x-lock'}, 'ACQUIRED',
         'and takes the lock');
+    like($rn->error_log, qr/\[error\] .*zookeeper usable again after \d+\.\ds \(127\.0\.0\.1:\d+\): 1 refused, 0 timed out, 1 let through meanwhile/,
+        'and its end, with the requests it refused and let through');
     $rn->stop;
     kill 'TERM', $dns->{pid};
 };
