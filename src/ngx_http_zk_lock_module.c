@@ -18,6 +18,7 @@
 #include "ngx_zk_lock_wait.h"
 #include "ngx_zk_lock_keep.h"
 #include "ngx_http_zk_lock_metrics.h"
+#include "ngx_http_zk_lock_status.h"
 #include "ngx_zk_lock_broker.h"
 #include "ngx_zk_lock_remote.h"
 #include "ngx_http_zk_lock_view.h"
@@ -1140,7 +1141,7 @@ ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle)
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
     /* a status page may show stream locks alone: with no session here */
-    ngx_http_zk_lock_metrics_exit();
+    ngx_http_zk_lock_status_exit();
 
     lmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_zk_lock_module);
 
