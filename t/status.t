@@ -155,7 +155,7 @@ subtest 'Prometheus' => sub {
     like($ng->get('/status?format=prometheus')->{body},
         qr/^# HELP zk_lock_session_connected /m, '?format=prometheus');
     like($ng->get('/metrics?format=json')->{body},
-        qr/^\{"version":"[^"]+","workers":/,
+        qr/^\{"version":"[^"]+","build":"[^"]+","workers":/,
         '?format=json');
     is($ng->get('/status?format=xml')->{status}, 400, 'bad format: 400');
 };
