@@ -312,7 +312,8 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
         return;
 
     default: /* TIMEOUT, ERROR, BYPASSED, REJECTED, LOST, REVOKED, REUSED,
-                GIVEN_BACK, DRY_RUN, DRY_ACQUIRED, DRY_WAITED: counts */
+                GIVEN_BACK, DRY_RUN, DRY_ACQUIRED, DRY_WAITED, JEOPARDY,
+                UNREACHABLE: counts */
         return;
     }
 }

@@ -44,17 +44,21 @@ typedef enum {
     NGX_HTTP_ZK_LOCK_EV_BYPASSED,
     NGX_HTTP_ZK_LOCK_EV_REJECTED,
     NGX_HTTP_ZK_LOCK_EV_RELEASED,   /* held no more, however */
-    NGX_HTTP_ZK_LOCK_EV_LOST,       /* the session expired, or may have */
+    NGX_HTTP_ZK_LOCK_EV_LOST,       /* the session expired */
     NGX_HTTP_ZK_LOCK_EV_REVOKED,    /* revoked, waiting or holding */
     NGX_HTTP_ZK_LOCK_EV_LOCAL,      /* holds a local lease: fail local= */
     NGX_HTTP_ZK_LOCK_EV_REUSED,     /* acquired at once: a kept lease */
     NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK, /* a kept lease, for another's wait */
     NGX_HTTP_ZK_LOCK_EV_DRY_RUN,    /* let through: zk_lock_dry_run */
     NGX_HTTP_ZK_LOCK_EV_DRY_ACQUIRED, /* ... and it would have held */
-    NGX_HTTP_ZK_LOCK_EV_DRY_WAITED  /* ... and it would have waited */
+    NGX_HTTP_ZK_LOCK_EV_DRY_WAITED, /* ... and it would have waited */
+    NGX_HTTP_ZK_LOCK_EV_JEOPARDY,   /* let go: ZooKeeper silent for 3/4 of
+                                       the session timeout, session unknown */
+    NGX_HTTP_ZK_LOCK_EV_UNREACHABLE /* timed out while ZooKeeper was
+                                       unreachable, not behind holders */
 } ngx_http_zk_lock_event_e;
 
-#define NGX_HTTP_ZK_LOCK_EV_N  (NGX_HTTP_ZK_LOCK_EV_DRY_WAITED + 1)
+#define NGX_HTTP_ZK_LOCK_EV_N  (NGX_HTTP_ZK_LOCK_EV_UNREACHABLE + 1)
 
 
 /* one zk_mutex, zk_semaphore or zk_rwlock directive */

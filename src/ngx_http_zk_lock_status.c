@@ -495,9 +495,11 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
         }
 
         p = ngx_sprintf(p, ",\"held\":%A,\"waiting\":%A,"
-                        "\"acquired\":%uA,\"timeouts\":%uA,\"errors\":%uA,"
+                        "\"acquired\":%uA,\"timeouts\":%uA,"
+                        "\"unreachable\":%uA,\"errors\":%uA,"
                         "\"bypassed\":%uA,\"rejected\":%uA,\"lost\":%uA,"
-                        "\"revoked\":%uA,\"local\":%uA,\"kept\":%A,"
+                        "\"jeopardy\":%uA,\"revoked\":%uA,\"local\":%uA,"
+                        "\"kept\":%A,"
                         "\"reused\":%uA,\"given_back\":%uA,"
                         "\"dry_run\":%uA,\"acquired_dry_run\":%uA,"
                         "\"waited_dry_run\":%uA,"
@@ -509,10 +511,12 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
                                               NGX_HTTP_ZK_LOCK_WAITING_GAUGE),
                         st->total[NGX_HTTP_ZK_LOCK_EV_ACQUIRED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_TIMEOUT],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_UNREACHABLE],
                         st->total[NGX_HTTP_ZK_LOCK_EV_ERROR],
                         st->total[NGX_HTTP_ZK_LOCK_EV_BYPASSED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_REJECTED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_LOST],
+                        st->total[NGX_HTTP_ZK_LOCK_EV_JEOPARDY],
                         st->total[NGX_HTTP_ZK_LOCK_EV_REVOKED],
                         st->total[NGX_HTTP_ZK_LOCK_EV_LOCAL],
                         ngx_http_zk_lock_metrics_gauge(c, i,
@@ -824,10 +828,12 @@ ngx_http_zk_lock_status_prom_requests(ngx_http_zk_lock_out_t *o, u_char *p,
     } results[] = {
         { "acquired", NGX_HTTP_ZK_LOCK_EV_ACQUIRED },
         { "timeout", NGX_HTTP_ZK_LOCK_EV_TIMEOUT },
+        { "unreachable", NGX_HTTP_ZK_LOCK_EV_UNREACHABLE },
         { "error", NGX_HTTP_ZK_LOCK_EV_ERROR },
         { "bypassed", NGX_HTTP_ZK_LOCK_EV_BYPASSED },
         { "rejected", NGX_HTTP_ZK_LOCK_EV_REJECTED },
         { "lost", NGX_HTTP_ZK_LOCK_EV_LOST },
+        { "jeopardy", NGX_HTTP_ZK_LOCK_EV_JEOPARDY },
         { "revoked", NGX_HTTP_ZK_LOCK_EV_REVOKED },
         { "local", NGX_HTTP_ZK_LOCK_EV_LOCAL },
         { "dry_run", NGX_HTTP_ZK_LOCK_EV_DRY_RUN },

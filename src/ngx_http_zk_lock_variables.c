@@ -20,7 +20,7 @@ static ngx_int_t ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
 
 /* $zk_lock_status, by the event that ended a wait */
 
-static ngx_str_t  ngx_http_zk_lock_results[] = {
+static ngx_str_t  ngx_http_zk_lock_results[NGX_HTTP_ZK_LOCK_EV_N] = {
     ngx_null_string,
     ngx_null_string,
     ngx_null_string,
@@ -37,7 +37,9 @@ static ngx_str_t  ngx_http_zk_lock_results[] = {
     ngx_null_string,
     ngx_string("DRY_RUN"),
     ngx_string("ACQUIRED_DRY_RUN"),
-    ngx_string("WAITED_DRY_RUN")
+    ngx_string("WAITED_DRY_RUN"),
+    ngx_string("LOST"),             /* in jeopardy: as before */
+    ngx_string("TIMEOUT")           /* zookeeper unreachable: the same */
 };
 
 

@@ -3,8 +3,9 @@
 #
 #  1. JSON: both workers with their session (id as logged, connected,
 #     server); per lock directive (named by its path as configured) the
-#     totals of a known sequence: acquired, timeouts, rejected; the wait
-#     histogram is cumulative and ends at the count
+#     totals of a known sequence: acquired, timeouts, rejected, and none
+#     unreachable or let go at jeopardy; the wait histogram is cumulative
+#     and ends at the count
 #  2. while requests hold and wait: held and waiting gauges, summed over
 #     the workers, then back to 0
 #  3. Prometheus text: every line parsed; HELP and TYPE before each
@@ -92,6 +93,10 @@ subtest 'JSON: workers and totals' => sub {
     is($m->{timeouts} + $m->{rejected}, 6, 'the 6 others: timeouts + '
         . 'rejected');
     cmp_ok($m->{rejected}, '>=', 2, 'some rejected (max_waiting=2)');
+    # ZooKeeper was there throughout: no wait ended because it was not,
+    # no hold was let go for its silence (issue 37, item 4)
+    is($m->{unreachable}, 0, 'unreachable 0');
+    is($m->{jeopardy}, 0, 'jeopardy 0');
     is($m->{wait}{count}, 4, 'histogram count: the acquired ones');
     my @b = map { $m->{wait}{buckets}{$_} }
         qw(0.001 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 +Inf);
@@ -145,6 +150,10 @@ subtest 'Prometheus' => sub {
     my $m = lock_of($st, '/st/m');
     is($value{'zk_lock_requests_total{path="/st/m",type="mutex",'
         . 'result="acquired"}'}, $m->{acquired}, 'acquired as in JSON');
+    for my $r (qw(jeopardy unreachable)) {
+        is($value{'zk_lock_requests_total{path="/st/m",type="mutex",'
+            . "result=\"$r\"}"}, $m->{$r}, "result=\"$r\" as in JSON");
+    }
     is($value{'zk_lock_wait_seconds_count{path="/st/m",type="mutex"}'},
         $m->{wait}{count}, 'histogram count as in JSON');
     is($value{'zk_lock_wait_seconds_bucket{path="/st/m",type="mutex",'

@@ -620,6 +620,15 @@ EOF
         'a status page without HTTP locks shows the stream ones');
     like($json, qr/\{"path":"\/st\/fo","type":"mutex","held":0,"waiting":0,"acquired":0,"timeout":0,"error":0,"bypassed":1,/,
         '... with the bypass counted');
+    # issue 37, item 4: a hold let go at jeopardy, a wait timed out while
+    # ZooKeeper was unreachable, each a result of its own
+    like($json, qr/\{"path":"\/st\/fo",[^}]*,"local":0,"jeopardy":0,"unreachable":0\}/,
+        '... and the results jeopardy and unreachable');
+    my $prom = $ng->get('/zk-status?format=prometheus')->{body};
+    for my $r (qw(jeopardy unreachable)) {
+        like($prom, qr/^zk_lock_requests_total\{path="\/st\/fc",type="mutex",layer="stream",result="$r"\} 0$/m,
+            "Prometheus: result=\"$r\" of a stream lock");
+    }
     $ng->stop;
 };
 
