@@ -365,6 +365,14 @@ ngx_http_zk_lock_metrics_session(ngx_zk_lock_session_t *s)
     slot->expired = s->generation ? s->generation - 1 : 0;
     slot->jeopardies = s->jeopardies;
 
+    /*
+     * The timeout in force is the one the server granted, within its
+     * bounds (2 to 20 ticks by default), not zk_session_timeout: it says
+     * when holders are let go and when the session expires
+     */
+
+    slot->timeout = s->negotiated;
+
     if (s->connected && s->zh) {
         slot->session_id = (ngx_atomic_uint_t) zoo_client_id(s->zh)->client_id;
         server = zoo_get_current_server(s->zh);

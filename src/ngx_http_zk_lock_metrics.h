@@ -33,6 +33,7 @@ typedef struct {
     ngx_atomic_t                  expired;
     ngx_atomic_t                  jeopardies;
     ngx_atomic_t                  session_id;
+    ngx_atomic_t                  timeout;    /* ms, granted; 0: none yet */
     u_char                        server[NGX_HTTP_ZK_LOCK_SERVER];
 } ngx_http_zk_lock_slot_t;
 

@@ -434,19 +434,21 @@ ngx_http_zk_lock_status_json_workers(ngx_http_zk_lock_out_t *o, u_char *p,
             continue;
         }
 
-        p = ngx_http_zk_lock_status_room(o, p, 256 + NGX_HTTP_ZK_LOCK_SERVER);
+        p = ngx_http_zk_lock_status_room(o, p, 512 + NGX_HTTP_ZK_LOCK_SERVER);
         if (p == NULL) {
             return NULL;
         }
 
         p = ngx_sprintf(p, "%s{\"worker\":%ui,\"pid\":%uA,\"connected\":%s,"
                         "\"session\":\"0x%xA\",\"server\":\"%s\","
+                        "\"session_timeout_ms\":%uA,"
                         "\"reconnects\":%uA,\"expired\":%uA,"
                         "\"jeopardies\":%uA}",
                         n++ ? "," : "", i, slot->pid,
                         slot->connected ? "true" : "false", slot->session_id,
                         slot->server[0] ? slot->server : (u_char *) "",
-                        slot->reconnects, slot->expired, slot->jeopardies);
+                        slot->timeout, slot->reconnects, slot->expired,
+                        slot->jeopardies);
     }
 
     return p;
@@ -620,20 +622,25 @@ ngx_http_zk_lock_status_prom_workers(ngx_http_zk_lock_out_t *o, u_char *p,
         char                 *type;
         char                 *help;
         size_t                offset;
+        ngx_uint_t            ms;         /* shown as seconds */
     } workers[] = {
         { "zk_lock_session_connected", "gauge",
           "Whether the worker's ZooKeeper session is connected.",
-          offsetof(ngx_http_zk_lock_slot_t, connected) },
+          offsetof(ngx_http_zk_lock_slot_t, connected), 0 },
+        { "zk_lock_session_timeout_seconds", "gauge",
+          "The session timeout in force, as the server granted it "
+          "(0 until connected).",
+          offsetof(ngx_http_zk_lock_slot_t, timeout), 1 },
         { "zk_lock_session_reconnects_total", "counter",
           "Connections of the worker's session lost and made again.",
-          offsetof(ngx_http_zk_lock_slot_t, reconnects) },
+          offsetof(ngx_http_zk_lock_slot_t, reconnects), 0 },
         { "zk_lock_session_expirations_total", "counter",
           "Sessions of the worker that expired.",
-          offsetof(ngx_http_zk_lock_slot_t, expired) },
+          offsetof(ngx_http_zk_lock_slot_t, expired), 0 },
         { "zk_lock_session_jeopardy_total", "counter",
           "Times the worker's session went unheard from so long that it "
           "could expire: its locks were let go.",
-          offsetof(ngx_http_zk_lock_slot_t, jeopardies) }
+          offsetof(ngx_http_zk_lock_slot_t, jeopardies), 0 }
     };
 
     for (k = 0; k < sizeof(workers) / sizeof(workers[0]); k++) {
@@ -660,8 +667,14 @@ ngx_http_zk_lock_status_prom_workers(ngx_http_zk_lock_out_t *o, u_char *p,
                 return NULL;
             }
 
-            p = ngx_sprintf(p, "%s{worker=\"%ui\"} %uA\n",
-                            workers[k].metric, i, v);
+            p = ngx_sprintf(p, "%s{worker=\"%ui\"} ", workers[k].metric, i);
+
+            if (workers[k].ms) {
+                p = ngx_sprintf(p, "%uA.%03uA\n", v / 1000, v % 1000);
+
+            } else {
+                p = ngx_sprintf(p, "%uA\n", v);
+            }
         }
     }
 

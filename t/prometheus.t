@@ -118,6 +118,8 @@ like($text, qr/^zk_lock_requests_total\{path="\/p\/m\/\$arg_t",type="mutex",resu
 unlike($text, qr/pid=/, 'no pid label');
 like($text, qr/^zk_lock_session_connected\{worker="0"\} 1$/m, 'worker 0');
 like($text, qr/^zk_lock_session_connected\{worker="1"\} 1$/m, 'worker 1');
+like($text, qr/^zk_lock_session_timeout_seconds\{worker="$_"\} 4\.000$/m,
+    "worker $_: the session timeout granted, 4 s") for 0, 1;
 like($ng->get('/status')->{body}, qr/"pid":\d+/, 'the JSON keeps the pid');
 
 # promtool

@@ -11,6 +11,9 @@
 #  3. Prometheus text: every line parsed; HELP and TYPE before each
 #     family's samples; counters end in _total; the same numbers as JSON;
 #     ?format= switches formats, a bad one is a 400
+#  4. each worker's session timeout in force, as the server granted it:
+#     zk_session_timeout's default, and one above the server's maximum cut
+#     to it (JSON session_timeout_ms, zk_lock_session_timeout_seconds)
 
 use strict;
 use warnings;
@@ -82,6 +85,8 @@ subtest 'JSON: workers and totals' => sub {
         ok($id && $logged{$id}, "worker $w->{worker}: session $w->{session}"
             . ' as logged');
         is($w->{server}, $zk->hosts, "worker $w->{worker}: server");
+        is($w->{session_timeout_ms}, 10000, "worker $w->{worker}: the "
+            . 'session timeout granted, zk_session_timeout\'s default');
         ok(grep({ $_ == $w->{pid} } $ng->worker_pids), 'a live pid');
     }
 
@@ -160,6 +165,13 @@ subtest 'Prometheus' => sub {
         . 'le="+Inf"}'}, $m->{wait}{count}, '+Inf bucket');
     is(scalar(grep { /^zk_lock_session_connected\{/ && $value{$_} == 1 }
         keys %value), 2, 'two connected sessions');
+    is($type{zk_lock_session_timeout_seconds}, 'gauge',
+        'zk_lock_session_timeout_seconds: a gauge');
+    for my $w (@{ $st->{workers} }) {
+        cmp_ok($value{"zk_lock_session_timeout_seconds{worker=\"$w->{worker}\"}"}
+            // -1, '==', $w->{session_timeout_ms} / 1000,
+            "worker $w->{worker}'s session timeout as in JSON, in seconds");
+    }
 
     like($ng->get('/status?format=prometheus')->{body},
         qr/^# HELP zk_lock_session_connected /m, '?format=prometheus');
@@ -167,6 +179,29 @@ subtest 'Prometheus' => sub {
         qr/^\{"version":"[^"]+","build":"[^"]+","workers":/,
         '?format=json');
     is($ng->get('/status?format=xml')->{status}, 400, 'bad format: 400');
+};
+
+# issue 37, item 2: a zk_session_timeout above the server's maximum (20
+# ticks: 60 s here) is cut; the page shows the timeout in force
+subtest 'the session timeout the server granted' => sub {
+    my $ng2 = nginx_start(<<'EOF', zk => $zk, workers => 1);
+    zk_hosts %%ZK%%;
+    zk_session_timeout 10h;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /m { zk_mutex /st/cut; return 204; }
+        location = /status  { zk_lock_status_page; }
+        location = /metrics { zk_lock_status_page prometheus; }
+    }
+EOF
+    ok(sessions_connected($ng2), 'connected');
+    my $w = JSON::PP->new->decode($ng2->get('/status')->{body})->{workers};
+    is($w->[0]{session_timeout_ms}, 60000,
+        'JSON: 60000 ms, the server\'s maximum, not 10h');
+    like($ng2->get('/metrics')->{body},
+        qr/^zk_lock_session_timeout_seconds\{worker="0"\} 60\.000$/m,
+        'Prometheus: zk_lock_session_timeout_seconds 60');
+    $ng2->stop;
 };
 
 no_ephemerals($zk, '/st', 'status');
