@@ -152,14 +152,6 @@ ngx_http_zk_lock_status_handler(ngx_http_request_t *r)
         return rc;
     }
 
-    if (ngx_http_zk_lock_metrics_counts() == NULL
-        && ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
-                                  &ngx_http_zk_lock_stream)
-           == NULL)
-    {
-        return NGX_HTTP_NOT_FOUND;
-    }
-
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_zk_lock_module);
     prometheus = (llcf->status_page == 2);
 
@@ -303,7 +295,11 @@ ngx_http_zk_lock_status_render(ngx_http_request_t *r, ngx_uint_t prometheus)
     o.last = &o.first;
     o.buf = NULL;
 
-    /* only stream locks: no worker slots, no HTTP lock */
+    /*
+     * No HTTP lock (stream locks only, or no lock yet): no worker slots
+     * and no entries, but a page all the same, with the version and the
+     * build, so that a scrape set up before the first lock does not fail
+     */
 
     c = ngx_http_zk_lock_metrics_counts();
 

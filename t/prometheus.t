@@ -11,11 +11,15 @@
 #  4. no pid label (a new series at every reload and respawn), the worker
 #     index instead; the JSON keeps the pid;
 #  5. a request let through by zk_lock_fail open and redirected to a
-#     location with the same lock is counted bypassed once.
+#     location with the same lock is counted bypassed once;
+#  6. with no lock configured yet, the page answers all the same: the
+#     JSON with the version, the build and no worker or lock, the text
+#     with zk_lock_build_info, and promtool accepts it (issue 37, item 4).
 
 use strict;
 use warnings;
 use Test::More;
+use JSON::PP ();
 use lib 't/lib';
 use ZkLock::Test;
 
@@ -126,15 +130,21 @@ like($ng->get('/status')->{body}, qr/"pid":\d+/, 'the JSON keeps the pid');
 my $promtool = `sh t/lib/promtool.sh 2>&1`;
 chomp $promtool;
 ($promtool) = (split /\n/, $promtool)[-1];
-SKIP: {
-    skip "no promtool: $promtool", 1 unless $promtool && -x $promtool;
-    my $file = ZkLock::Test::tempdir('prom') . '/metrics.txt';
-    open my $fh, '>', $file or die $!;
-    print $fh $text;
-    close $fh;
-    my $out = `$promtool check metrics < $file 2>&1`;
-    is($? >> 8, 0, 'promtool check metrics accepts it') or diag $out;
+
+sub promtool_ok {
+    my ($text, $name) = @_;
+    SKIP: {
+        skip "no promtool: $promtool", 1 unless $promtool && -x $promtool;
+        my $file = ZkLock::Test::tempdir('prom') . '/metrics.txt';
+        open my $fh, '>', $file or die $!;
+        print $fh $text;
+        close $fh;
+        my $out = `$promtool check metrics < $file 2>&1`;
+        is($? >> 8, 0, $name) or diag $out;
+    }
 }
+
+promtool_ok($text, 'promtool check metrics accepts it');
 
 # bypassed, then redirected to the same lock: counted once
 {
@@ -148,6 +158,36 @@ SKIP: {
     is($n, 1, 'counted bypassed once, not again after the redirect');
     my $lines = () = $ng->error_log =~ /zk_mutex "\/p\/open" bypassed/g;
     is($lines, 1, 'and logged once');
+}
+
+# no lock configured yet: a scrape set up first does not fail
+{
+    my $ng0 = nginx_start(<<'EOF', zk => $zk, workers => 1);
+    zk_hosts %%ZK%%;
+
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location = /metrics { zk_lock_status_page prometheus; }
+        location = /status  { zk_lock_status_page; }
+    }
+EOF
+    my $r = $ng0->get('/status');
+    is($r->{status}, 200, 'no lock configured: the JSON page answers');
+    my $st = eval { JSON::PP::decode_json($r->{body}) } // {};
+    like($st->{version} // '', qr/^\d+\.\d+\.\d+$/, '... with the version');
+    like($st->{build} // '', qr/^\S+$/, '... and the build');
+    is_deeply([ $st->{workers}, $st->{locks} ], [ [], [] ],
+        '... no worker session and no lock');
+
+    $r = $ng0->get('/metrics');
+    is($r->{status}, 200, 'the Prometheus page answers');
+    like($r->{body},
+        qr/^zk_lock_build_info\{version="\Q$st->{version}\E",build="\Q$st->{build}\E"\} 1$/m,
+        '... with zk_lock_build_info');
+    unlike($r->{body}, qr/^zk_lock_(?!build_info)\w+\{/m,
+        '... and no other series');
+    promtool_ok($r->{body}, '... which promtool accepts');
+    $ng0->stop;
 }
 
 done_testing();
