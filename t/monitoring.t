@@ -172,6 +172,7 @@ like($text, qr/^zk_lock_requests_total\{path="\/mon\/m",type="mutex",result="tim
     'the timeouts are counted');
 like($text, qr/^zk_lock_wait_seconds_bucket\{path="\/mon\/m",type="mutex",le="\+Inf"\} [1-9]\d*$/m,
     'and the waits of the requests that got the lock');
-like($text, qr/^zk_lock_build_info\{version="[^"]+"\} 1$/m, 'build info');
+like($text, qr/^zk_lock_build_info\{version="[^"]+",build="[^"]+"\} 1$/m,
+    'build info');
 
 done_testing();
