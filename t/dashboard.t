@@ -82,7 +82,7 @@ ok(@targets >= 15, scalar(@targets) . ' PromQL expressions in the panels');
 
 my %panel = map { $_->[0] => 1 } @targets;
 for my $t ('Sessions connected', 'Session expirations, jeopardy and reconnects',
-    'Requests by result', 'Failure ratio', 'Failures by result',
+    'Session timeout in force', 'Requests by result', 'Failure ratio', 'Failures by result',
     'Timeout ratio', 'Wait p50 and p99', 'Held vs leases', 'Waiting',
     'Kept leases', 'Kept-lease reuse ratio', 'Bypassed and local traffic',
     'Held locks let go', 'Module versions and builds') {
@@ -347,6 +347,10 @@ for my $t (@targets) {
     ok($fm && $fm->{value}[1] > 0 && $fm->{value}[1] < 1,
         '"Failure ratio": the mutex\'s timeouts: '
         . ($fm ? $fm->{value}[1] : 'none'));
+    my ($timeout) = grep { $_->[0] eq 'Session timeout in force' } @targets;
+    my @st = results(substitute($timeout->[1]));
+    is(join(' ', map { $_->{value}[1] } @st), '2',
+        '"Session timeout in force": 2 s, as granted (zk_session_timeout 2s)');
     my ($p99) = grep { $_->[1] =~ /histogram_quantile\(0\.99/ } @targets;
     my ($m) = grep { $_->{metric}{path} eq '/dash/m' }
         results(substitute($p99->[1]));
