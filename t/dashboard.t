@@ -20,7 +20,14 @@
 #     Prometheus's /api/v1/query;
 #  6. without zk_lock_histogram_buckets, the buckets reach the longest
 #     lock timeout (60 s by default: 25, 50, 100 s are added), and stay
-#     as they were when no timeout is longer than 10 s.
+#     as they were when no timeout is longer than 10 s;
+#  7. the same Prometheus evaluates the kit's rules.yml (a copy whose
+#     windows are 20 s, not 5 minutes, and whose "for:" is 1 s, evaluated
+#     every second): a lock whose requests all get it has a failure ratio
+#     of 0 and no ZkLockHighFailureRatio; with ZooKeeper stopped and the
+#     default zk_lock_fail closed, its requests are refused (error) and
+#     ZkLockHighFailureRatio fires for it, in /api/v1/alerts; with nginx
+#     stopped, ZkLockTargetDown fires.
 
 use strict;
 use warnings;
@@ -75,8 +82,10 @@ ok(@targets >= 15, scalar(@targets) . ' PromQL expressions in the panels');
 
 my %panel = map { $_->[0] => 1 } @targets;
 for my $t ('Sessions connected', 'Session expirations, jeopardy and reconnects',
-    'Requests by result', 'Wait p50 and p99', 'Held vs leases', 'Waiting',
-    'Kept leases', 'Kept-lease reuse ratio', 'Bypassed and local traffic') {
+    'Session timeout in force', 'Requests by result', 'Failure ratio', 'Failures by result',
+    'Timeout ratio', 'Wait p50 and p99', 'Held vs leases', 'Waiting',
+    'Kept leases', 'Kept-lease reuse ratio', 'Bypassed and local traffic',
+    'Held locks let go', 'Module versions and builds') {
     ok($panel{$t}, "panel \"$t\"");
 }
 
@@ -108,6 +117,10 @@ my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
         }
         location /w {
             zk_rwlock /dash/rw write timeout=1s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /f {
+            zk_mutex /dash/f timeout=1s;
             proxy_pass http://%%BACKEND%%;
         }
         location = /metrics {
@@ -157,14 +170,27 @@ ok(defined $st->{workers}[0]{jeopardies}, 'and the jeopardies of a worker');
 # ---------------------------------------------------------------- Prometheus
 my $pdir = ZkLock::Test::tempdir('prometheus');
 my $pport = free_port();
-my $job = 'nginx-zk-lock';
+my $job = 'nginx-zk-lock';      # scrape.yml's, which ZkLockTargetDown names
 my $target = '127.0.0.1:' . $ng->port;
+# the kit's rules, on a test's time scale: 20 s windows, 1 s "for:"
+my $rules = slurp('conf-examples/prometheus/rules.yml');
+my $nrules = () = $rules =~ /^\s*- (?:record|alert):/mg;
+my $nwindows = $rules =~ s/\[5m\]/[20s]/g;
+my $nfor = $rules =~ s/^(\s*for:\s*)\S+$/${1}1s/mg;
+ok($nwindows >= 4 && $nfor >= 4,
+    "rules.yml: $nrules rules, $nwindows 5m windows made 20 s, $nfor for: 1 s");
 {
-    open my $fh, '>', "$pdir/prometheus.yml" or die $!;
+    open my $fh, '>', "$pdir/rules.yml" or die $!;
+    print $fh $rules;
+    close $fh;
+    open $fh, '>', "$pdir/prometheus.yml" or die $!;
     print $fh <<"EOF";
 global:
   scrape_interval: 1s
   scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - rules.yml
 scrape_configs:
   - job_name: $job
     metrics_path: /metrics
@@ -206,6 +232,14 @@ ok(wait_for(sub { http_get($pport, '/-/ready', timeout => 2)->{status} == 200 },
 ok(wait_for(sub { grep { $_->{value}[1] eq '1' }
     results("up{job=\"$job\"}") }, 10), 'and scraping the module')
     or diag slurp("$pdir/prometheus.log");
+{
+    my $r = http_get($pport, '/api/v1/rules', timeout => 10);
+    my $d = eval { JSON::PP::decode_json($r->{body} // '') } // {};
+    my $n = 0;
+    $n += @{ $_->{rules} // [] } for @{ $d->{data}{groups} // [] };
+    is($n, $nrules, "and evaluating the $nrules rules of rules.yml")
+        or diag $r->{body};
+}
 
 # ------------------------------------------------------------------ traffic
 # rounds of 6 requests holding the mutex 200 ms with 300 ms to get it (some
@@ -307,6 +341,16 @@ for my $t (@targets) {
     ok((grep { $_->{metric}{path} eq '/dash/m'
             && $_->{metric}{result} eq 'timeout' && $_->{value}[1] > 0 } @r),
         '"Requests by result": the mutex\'s timeouts');
+    my ($failed) = grep { $_->[0] eq 'Failure ratio' } @targets;
+    my ($fm) = grep { $_->{metric}{path} eq '/dash/m' }
+        results(substitute($failed->[1]));
+    ok($fm && $fm->{value}[1] > 0 && $fm->{value}[1] < 1,
+        '"Failure ratio": the mutex\'s timeouts: '
+        . ($fm ? $fm->{value}[1] : 'none'));
+    my ($timeout) = grep { $_->[0] eq 'Session timeout in force' } @targets;
+    my @st = results(substitute($timeout->[1]));
+    is(join(' ', map { $_->{value}[1] } @st), '2',
+        '"Session timeout in force": 2 s, as granted (zk_session_timeout 2s)');
     my ($p99) = grep { $_->[1] =~ /histogram_quantile\(0\.99/ } @targets;
     my ($m) = grep { $_->{metric}{path} eq '/dash/m' }
         results(substitute($p99->[1]));
@@ -354,6 +398,79 @@ EOF
         'no timeout above 10 s: the buckets stay 1 ms .. 10 s')
         or diag explain $les->($ng2);
     $ng2->stop;
+}
+
+# ------------------------------------------- the rules during an outage
+# the alerts named $name whose labels include %$match, firing or pending,
+# from /api/v1/alerts
+sub alerts {
+    my ($name, $match) = @_;
+    my $r = http_get($pport, '/api/v1/alerts', timeout => 10);
+    my $d = eval { JSON::PP::decode_json($r->{body} // '') } // {};
+    return grep {
+        my $l = $_->{labels};
+        $l->{alertname} eq $name
+            && !grep { ($l->{$_} // '') ne $match->{$_} } keys %$match
+    } @{ $d->{data}{alerts} // [] };
+}
+my %f = (path => '/dash/f', type => 'mutex');
+my $ratio_f = "job_path_type:zk_lock_requests_failed:ratio_rate5m{path=\"/dash/f\"}";
+
+# requests at /dash/f, 5 a second, for $secs seconds or until $until
+sub traffic_f {
+    my ($secs, $until) = @_;
+    my %status;
+    my $end = time + $secs;
+    my $i = 0;
+    while (time < $end) {
+        my $res = http_parallel([map { [$ng->port, "/f?key=f&sleep=10&n=" . $i++] }
+            1 .. 2], timeout => 5);
+        $status{$_->{status}}++ for @$res;
+        last if $until && $until->();
+        sleep 0.4;
+    }
+    return \%status;
+}
+
+{
+    my $st = traffic_f(5);
+    is_deeply([keys %$st], [200], 'the lock /dash/f: every request served')
+        or diag explain $st;
+    ok(wait_for(sub { grep { $_->{value}[1] == 0 } results($ratio_f) }, 10),
+        'its failure ratio in Prometheus: 0');
+    ok(!alerts('ZkLockHighFailureRatio', \%f),
+        'and no ZkLockHighFailureRatio for it');
+}
+
+{
+    my $t = time;
+    $zk->stop;
+    my $firing = sub { grep { $_->{state} eq 'firing' }
+        alerts('ZkLockHighFailureRatio', \%f) };
+    my $st = traffic_f(40, $firing);
+    my $fired = $firing->();
+    ok($fired, sprintf('ZooKeeper stopped: ZkLockHighFailureRatio fires for '
+        . '/dash/f after %.1f s', time - $t)) or diag explain [alerts(
+        'ZkLockHighFailureRatio', {})];
+    ok(!$st->{200}, 'zk_lock_fail closed: no request at /dash/f served')
+        or diag explain $st;
+    my ($al) = alerts('ZkLockHighFailureRatio', \%f);
+    is($al && $al->{labels}{severity}, 'critical', 'it is critical');
+    like($al ? $al->{annotations}{summary} : '',
+        qr{^\d+(\.\d+)?% of the requests at /dash/f \(mutex\) fail$},
+        'and says which lock');
+    my ($err) = scrape() =~ /^zk_lock_requests_total\{path="\/dash\/f",type="mutex",result="error"\} (\d+)$/m;
+    ok(($err // 0) > 0, "the requests refused counted as error: "
+        . ($err // 'none'));
+    ok(scalar(alerts('ZkLockSessionDown', {})),
+        'ZkLockSessionDown is active too');
+}
+
+{
+    $ng->stop;
+    ok(wait_for(sub { grep { $_->{state} eq 'firing' }
+        alerts('ZkLockTargetDown', { job => $job, instance => $target }) }, 20),
+        'nginx stopped: ZkLockTargetDown fires');
 }
 
 done_testing();

@@ -7,9 +7,11 @@
 #  2. promtool test rules passes rules.test.yml, and it tests every alert
 #     of rules.yml;
 #  3. against a real nginx and ZooKeeper, after requests that acquire and
-#     time out, every metric that the rules' expressions read (the rules'
-#     own recording rules aside) is in the module's /metrics output, and
-#     every result="..." value they match appears there too.
+#     time out, every metric that the rules' expressions read is in the
+#     module's /metrics output (but the rules' own recording rules, the
+#     per-path thresholds path:zk_lock_...:..._threshold that a user may
+#     record, and Prometheus's own "up"), and every result="..." value they
+#     name (=, =~, != or !~) appears there too, build_info with its build.
 
 use strict;
 use warnings;
@@ -74,15 +76,24 @@ sub metric_names {
 my (%used, %results);
 for my $e (@exprs) {
     $used{$_} = 1 for metric_names($e);
-    while ($e =~ /\bresult\s*(=~?)\s*"([^"]*)"/g) {
+    while ($e =~ /\bresult\s*([=!]~?)\s*"([^"]*)"/g) {
         my ($op, $v) = ($1, $2);
-        $results{$_} = 1 for $op eq '=' ? ($v) : split /\|/, $v;
+        $results{$_} = 1 for $op =~ /~/ ? split(/\|/, $v) : ($v);
     }
 }
 my @recorded_used = grep { $recorded{$_} } sort keys %used;
 ok(@recorded_used, 'the alerts read recording rules: '
     . join(', ', @recorded_used));
+# the per-path thresholds (recorded in rules.yml, or only in its comments'
+# examples) and the scrapes' own "up"
+my @thresholds = grep { /^path:zk_lock_\w+:\w+_threshold$/ } sort keys %used;
 delete @used{keys %recorded};
+is_deeply(\@thresholds, [qw(path:zk_lock_requests_failed:ratio_threshold
+    path:zk_lock_requests_timeout:ratio_threshold
+    path:zk_lock_wait_seconds:p99_threshold)],
+    'the alerts read the per-path thresholds');
+ok($used{up}, 'the rules read up');
+delete @used{@thresholds, 'up'};
 my @metrics = sort keys %used;
 is_deeply([grep { !/^zk_lock_/ } @metrics], [],
     'the rules read only the module\'s metrics');
@@ -92,8 +103,9 @@ for my $m (qw(zk_lock_session_connected zk_lock_session_expirations_total
     zk_lock_requests_total zk_lock_wait_seconds_bucket zk_lock_build_info)) {
     ok($used{$m}, "the rules read $m");
 }
-is_deeply([sort keys %results], [qw(bypassed local lost revoked timeout)],
-    'and the results bypassed, local, lost, revoked, timeout');
+is_deeply([sort keys %results], [qw(acquired_dry_run bypassed error jeopardy
+    local lost rejected revoked timeout unreachable waited_dry_run)],
+    'and the results they name');
 
 # ---------------------------------------------------------------- promtool
 my $promtool = `sh t/lib/promtool.sh 2>&1`;
@@ -173,6 +185,6 @@ like($text, qr/^zk_lock_requests_total\{path="\/mon\/m",type="mutex",result="tim
 like($text, qr/^zk_lock_wait_seconds_bucket\{path="\/mon\/m",type="mutex",le="\+Inf"\} [1-9]\d*$/m,
     'and the waits of the requests that got the lock');
 like($text, qr/^zk_lock_build_info\{version="[^"]+",build="[^"]+"\} 1$/m,
-    'build info');
+    'build info, with the build that ZkLockMixedVersions counts');
 
 done_testing();

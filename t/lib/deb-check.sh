@@ -9,13 +9,20 @@
 #   libnginx-mod-stream's; both packages Depend on nginx-abi-* and
 #   libzookeeper-st2, the stream one on libnginx-mod-stream, the HTTP one
 #   not (and its .so loads into an nginx without stream);
+# * the HTTP package ships the monitoring kit, conf-examples/prometheus/,
+#   as it is in the checkout (uncompressed) in
+#   /usr/share/doc/libnginx-mod-http-zk-lock/examples/prometheus/, where
+#   "promtool test rules rules.test.yml" passes (when t/lib/promtool.sh
+#   finds a promtool); each package has a README.Debian that says that a
+#   module upgrade needs a restart or a binary upgrade, and names the
+#   package's version as the build (zk_lock_build_info, the start line);
 # * the stock "nginx -t" (/etc/nginx/nginx.conf, which includes
 #   modules-enabled/*.conf and conf.d/*.conf) passes with each of
 #   conf-examples/*.conf in /etc/nginx/conf.d/, one at a time (zk_hosts is
 #   set once per nginx, so they do not go together), and with each of
 #   conf-examples/stream/*.conf, copied to /etc/nginx/ and included in a
 #   "stream {}" block of a copy of nginx.conf (conf.d/ is in "http {}");
-# * after "apt-get purge", the files and the symlinks are gone,
+# * after "apt-get purge", the files, the docs and the symlinks are gone,
 #   libnginx-mod-stream is as it was, and nginx -t still passes.
 #
 # It leaves the system as it found it: on any exit a trap removes the
@@ -33,6 +40,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${BUILD_DIR:-$top/t/build}/deb
 pkg=libnginx-mod-http-zk-lock
 so=/usr/lib/nginx/modules/ngx_http_zk_lock_module.so
+kit=/usr/share/doc/$pkg/examples/prometheus
 avail=/usr/share/nginx/modules-available/mod-http-zk-lock.conf
 stream_pkg=libnginx-mod-stream-zk-lock
 stream_so=/usr/lib/nginx/modules/ngx_stream_zk_lock_module.so
@@ -285,6 +293,55 @@ else
     fail "$stream_links sorts before $ngx_stream_links"
 fi
 
+# ------------------------------------------------------- kit and notes
+kit_files=()
+for f in "$top"/conf-examples/prometheus/*; do
+    kit_files+=("$(basename "$f")")
+done
+[ ${#kit_files[@]} -ge 4 ] \
+    || fail "conf-examples/prometheus/ has ${#kit_files[@]} files, not 4 or more"
+for f in "${kit_files[@]}"; do
+    if cmp -s "$top/conf-examples/prometheus/$f" "$kit/$f"; then
+        pass "$kit/$f, as in the checkout"
+    elif [ -e "$kit/$f.gz" ]; then
+        fail "$kit/$f is compressed: $f.gz"
+    else
+        fail "$kit/$f missing or not as conf-examples/prometheus/$f"
+    fi
+done
+if promtool=$(sh "$top/t/lib/promtool.sh" 2>/dev/null | tail -n 1) \
+    && [ -x "$promtool" ]
+then
+    # promtool finds rules.yml next to the test file
+    if output=$(cd "$kit" && "$promtool" test rules rules.test.yml 2>&1); then
+        pass "promtool test rules passes the installed kit"
+    else
+        fail "promtool test rules in $kit:"
+        echo "$output" | sed 's/^/    /'
+    fi
+else
+    echo "note: no promtool (t/lib/promtool.sh): the installed rules not run"
+fi
+deb_version=$(dpkg-deb -f "$deb" Version)
+for p in "$pkg" "$stream_pkg"; do
+    readme=/usr/share/doc/$p/README.Debian
+    if [ ! -f "$readme" ]; then
+        fail "no $readme"
+        continue
+    fi
+    missing=()
+    for want in 'systemctl restart nginx' 'binary' 'dlopen()' \
+        "build $deb_version" "build=\"$deb_version\"" ZkLockMixedVersions
+    do
+        grep -qF -- "$want" "$readme" || missing+=("$want")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        pass "$readme: a module upgrade needs a restart; the build is $deb_version"
+    else
+        fail "$readme lacks: ${missing[*]}"
+    fi
+done
+
 nginx_test "with the modules enabled"
 
 # the HTTP module alone, no stream loaded (-g: no pid file, no error log)
@@ -336,7 +393,8 @@ for p in "$pkg" "$stream_pkg"; do
         pass "$p is gone from dpkg"
     fi
 done
-for f in "$so" "$avail" "$stream_so" "$stream_avail"; do
+for f in "$so" "$avail" "$stream_so" "$stream_avail" "/usr/share/doc/$pkg" \
+    "/usr/share/doc/$stream_pkg"; do
     if [ -e "$f" ]; then fail "$f is left"; else pass "$f removed"; fi
 done
 # also dh_nginx's "<link>.removed", which only "remove" (not purge) leaves

@@ -24,7 +24,12 @@
 #   Depends on libnginx-mod-stream;
 # * both Depend on nginx-abi-<version> (the ABI of the nginx they were built
 #   against, from nginx-dev) and libzookeeper-st2 (from shlibs: each .so
-#   carries the core).
+#   carries the core);
+# * the HTTP package's examples are conf-examples/*.conf and the monitoring
+#   kit conf-examples/prometheus/ (in examples/prometheus/), the stream
+#   package's conf-examples/stream/*.conf; each has a README.Debian, which
+#   says that a module upgrade needs a restart or a binary upgrade (a
+#   reload keeps the module already loaded) and where the build shows.
 #
 # Needs: build-essential debhelper dpkg-dev nginx-dev libzookeeper-st-dev
 # libnginx-mod-stream (in t/lib/packages).  Works as root or not (Rules-Requires-Root: no, so no
@@ -153,7 +158,9 @@ Description: ZooKeeper-backed cluster-wide locks for nginx
  recipes.
  .
  The module is enabled through /etc/nginx/modules-enabled/; example
- configurations are in /usr/share/doc/$pkg/examples/.
+ configurations are in /usr/share/doc/$pkg/examples/, and a
+ monitoring kit (Prometheus scrape job, alerting rules and their tests,
+ Grafana dashboard) in its prometheus/ directory.
 
 Package: $stream_pkg
 Architecture: any
@@ -201,10 +208,71 @@ chmod 755 "$src/debian/rules"
 echo usr/lib/nginx/modules/ngx_http_zk_lock_module.so > "$src/debian/$pkg.install"
 echo usr/lib/nginx/modules/ngx_stream_zk_lock_module.so \
     > "$src/debian/$stream_pkg.install"
-echo "conf-examples/*.conf" > "$src/debian/$pkg.examples"
+printf '%s\n' "conf-examples/*.conf" conf-examples/prometheus \
+    > "$src/debian/$pkg.examples"
 echo "conf-examples/stream/*.conf" > "$src/debian/$stream_pkg.examples"
 printf '%s\n' README.md CHANGES > "$src/debian/$pkg.docs"
 printf '%s\n' README.md CHANGES > "$src/debian/$stream_pkg.docs"
+
+# README.Debian of each package (dh_installdocs; under 4 kB, so not
+# compressed): the upgrade that a reload is not, and how to tell the build.
+# $1: the package, $2: what it holds, $3: a paragraph on where to look.
+readme_debian() {
+    cat << EOF
+$1 for Debian
+$(echo "$1 for Debian" | sed 's/./=/g')
+
+$2
+It is enabled through /etc/nginx/modules-enabled/; examples are in
+/usr/share/doc/$1/examples/.
+
+$3
+
+Upgrading the module
+--------------------
+
+A reload does not load an upgraded module. After this package is upgraded,
+"systemctl reload nginx" (and the reload that the package's scripts
+trigger) starts new workers that still run the module loaded before:
+nginx opens the same path again with dlopen(), which returns the copy
+already loaded in the master process. To run the new module, restart nginx
+("systemctl restart nginx") or upgrade its binary on the fly (SIGUSR2 to
+the master, then SIGQUIT to the old master once the new one runs; nginx's
+"Upgrading Executable on the Fly").
+
+Which build runs
+----------------
+
+This package's build is "$version"
+(module version $base). Each nginx worker shows the build it runs:
+
+ * at its start, in the error log, at the level notice (raise error_log's
+   level to notice to see it; Debian's default is error):
+       zk_lock $base (build $version), zk_session_timeout ...
+ * on the status page (zk_lock_status_page): "build" in the JSON and in
+   the fleet view;
+ * in the Prometheus output:
+       zk_lock_build_info{version="$base",build="$version"} 1
+
+A fleet that runs two builds for an hour (some instances only reloaded)
+raises ZkLockMixedVersions in the monitoring kit's rules.yml.
+
+ -- $maint  $(date -R)
+EOF
+}
+readme_debian "$pkg" \
+    "ngx_http_zk_lock_module: ZooKeeper-backed cluster-wide locks for nginx." \
+    "The monitoring kit is in examples/prometheus/: scrape.yml (a Prometheus
+scrape job, with the nginx location it scrapes), rules.yml (alerting and
+recording rules; its comments say how to give a lock path thresholds of
+its own), rules.test.yml (their tests: promtool test rules rules.test.yml)
+and grafana-dashboard.json." > "$src/debian/$pkg.README.Debian"
+readme_debian "$stream_pkg" \
+    "ngx_stream_zk_lock_module: the locks of ngx_http_zk_lock_module for
+nginx's stream (TCP) servers." \
+    "Its locks show on the status page of the HTTP module (package
+$pkg), with the label layer=\"stream\" in the Prometheus
+output." > "$src/debian/$stream_pkg.README.Debian"
 
 {
     cat << EOF
