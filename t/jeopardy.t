@@ -56,6 +56,9 @@ sub conf {
             zk_mutex /j/finish timeout=60s;
             proxy_pass http://%%BACKEND%%;
         }
+        location = /metrics {
+            zk_lock_status_page prometheus;
+        }
     }
 EOF
 }
@@ -123,6 +126,14 @@ for my $t (4, 10) {
         ok(wait_for(sub {
             $a->error_log =~ /zookeeper session \S+ expired/
         }, 4 * $t), 'A hears of the expiry once the relay heals');
+
+        # issue 37, item 4: let go at jeopardy, before the session could
+        # expire: nobody else held it meanwhile, so not "lost" (which pages)
+        my $m = $a->get('/metrics')->{body};
+        like($m, qr/^zk_lock_requests_total\{path="\/j\/abort",type="mutex",result="jeopardy"\} 1$/m,
+            'A: counted "jeopardy"');
+        like($m, qr/^zk_lock_requests_total\{path="\/j\/abort",type="mutex",result="lost"\} 0$/m,
+            '... not "lost", although the session then expired');
         ok(wait_for(sub {
             ($a->get("/abort?key=$key-after")->{headers}{'x-lock'} // '')
                 eq 'ACQUIRED'

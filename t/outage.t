@@ -125,6 +125,9 @@ my $c = nginx_start(<<'EOF', %c);
             zk_mutex /o/c timeout=4500ms;
             proxy_pass http://%%BACKEND%%;
         }
+        location = /metrics {
+            zk_lock_status_page prometheus;
+        }
     }
 EOF
 
@@ -149,6 +152,11 @@ ok(wait_for(sub { lines($c, $USABLE) >= 1 }, 15),
     'hang: usable again once it answers');
 my ($to) = ((lines($c, $USABLE))[0] // '') =~ /refused, (\d+) timed out/;
 is($to, 1, 'hang: the end line counts the request that timed out');
+my $m = $c->get('/metrics')->{body};
+like($m, qr/^zk_lock_requests_total\{path="\/o\/c",type="mutex",result="unreachable"\} 1$/m,
+    'hang: counted "unreachable" (issue 37, item 4)');
+like($m, qr/^zk_lock_requests_total\{path="\/o\/c",type="mutex",result="timeout"\} 0$/m,
+    '... not "timeout", which says that the cap is too low');
 http_parallel_collect($holder);
 
 # --- 4. a session timeout the server cuts ---------------------------------
