@@ -13,6 +13,7 @@
 #include "ngx_zk_lock_listing.h"
 #include "ngx_zk_lock_counter.h"
 #include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_params.h"
 #include "ngx_http_zk_lock_view.h"
 
 
@@ -42,6 +43,9 @@
 /* how long a request waits for a read, then gets the last snapshot, ms */
 #define NGX_HTTP_ZK_LOCK_VIEW_WAIT      3000
 
+/* the shadow path of a lock in zk_lock_dry_run, see handler_dry() */
+#define NGX_HTTP_ZK_LOCK_VIEW_DRY       ".dry-run"
+
 
 typedef struct ngx_http_zk_lock_view_snap_s  ngx_http_zk_lock_view_snap_t;
 typedef struct ngx_http_zk_lock_view_lock_s  ngx_http_zk_lock_view_lock_t;
@@ -55,11 +59,15 @@ typedef struct {
     ngx_str_t                      data;      /* its first bytes */
     size_t                         size;      /* of all its data */
     int64_t                        ctime;     /* ms, from its stat */
+    int64_t                        granted;   /* ms, by this worker's recipe */
+    int64_t                        since;     /* ms: holds, or waits, since */
     uint32_t                       seq;
     ngx_uint_t                     writes;    /* write nodes ahead */
     unsigned                       write:1;
     unsigned                       read:1;    /* its data answered */
     unsigned                       gone:1;    /* deleted since listed */
+    unsigned                       holds:1;   /* by the recipe's rule */
+    unsigned                       exact:1;   /* "since" is its grant */
 } ngx_http_zk_lock_view_child_t;
 
 
@@ -68,14 +76,17 @@ typedef struct {
 struct ngx_http_zk_lock_view_lock_s {
     ngx_http_zk_lock_view_snap_t   *snap;
     ngx_str_t                       path;     /* null-terminated */
+    size_t                          base;     /* of path, before a suffix */
     const char                     *type;
     ngx_uint_t                      leases;
     ngx_uint_t                      total;    /* participants listed */
     ngx_uint_t                      n;        /* of them, read */
     ngx_http_zk_lock_view_child_t  *children;
+    ngx_uint_t                      shadow;   /* its dry run's: index + 1 */
     int                             rc;       /* of the listing */
     unsigned                        rw:1;     /* the read/write rule */
     unsigned                        live:1;   /* not configured literally */
+    unsigned                        dry:1;    /* a shadow: see shadows() */
 };
 
 
@@ -84,6 +95,7 @@ struct ngx_http_zk_lock_view_snap_s {
     ngx_array_t                     locks;    /* view_lock_t */
     ngx_uint_t                      pending;  /* answers to come */
     time_t                          time;     /* when it was read */
+    int64_t                         msec;     /* when it was complete, ms */
     unsigned                        failed:1; /* an answer was no answer */
 };
 
@@ -132,6 +144,14 @@ static ngx_int_t ngx_http_zk_lock_view_literals(
     ngx_http_zk_lock_view_snap_t *snap, ngx_zk_lock_session_t *s);
 static ngx_int_t ngx_http_zk_lock_view_live(
     ngx_http_zk_lock_view_snap_t *snap, ngx_zk_lock_session_t *s);
+static void ngx_http_zk_lock_view_split(ngx_zk_lock_t *zl,
+    ngx_zk_lock_node_t *node, ngx_str_t *name, const char **suffix);
+static const char *ngx_http_zk_lock_view_type(ngx_str_t *name,
+    ngx_uint_t live, const char *guess);
+static ngx_uint_t ngx_http_zk_lock_view_match(ngx_str_t *pattern,
+    ngx_str_t *path);
+static ngx_int_t ngx_http_zk_lock_view_shadows(
+    ngx_http_zk_lock_view_snap_t *snap);
 static ngx_int_t ngx_http_zk_lock_view_add(ngx_http_zk_lock_view_snap_t *snap,
     ngx_str_t *path, const char *suffix, const char *type, ngx_uint_t leases,
     ngx_uint_t rw, ngx_uint_t live);
@@ -141,7 +161,15 @@ static void ngx_http_zk_lock_view_listed(int rc,
     const struct String_vector *strings, const void *data);
 static void ngx_http_zk_lock_view_data(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
+static void ngx_http_zk_lock_view_granted(ngx_http_zk_lock_view_lock_t *lock,
+    ngx_zk_lock_session_t *s);
 static void ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap);
+static void ngx_http_zk_lock_view_ages(ngx_http_zk_lock_view_snap_t *snap,
+    ngx_http_zk_lock_view_snap_t *prev);
+static void ngx_http_zk_lock_view_aged(ngx_http_zk_lock_view_child_t *child,
+    ngx_http_zk_lock_view_lock_t *was, int64_t then);
+static ngx_uint_t ngx_http_zk_lock_view_holds(
+    ngx_http_zk_lock_view_lock_t *lock, ngx_uint_t i);
 static void ngx_http_zk_lock_view_wake(ngx_event_t *ev);
 static void ngx_http_zk_lock_view_cleanup(void *data);
 static ngx_int_t ngx_http_zk_lock_view_send(ngx_http_request_t *r,
@@ -153,6 +181,8 @@ static void ngx_http_zk_lock_view_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_snap_t *snap, ngx_uint_t stale);
 static void ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_lock_t *lock);
+static void ngx_http_zk_lock_view_nodes_json(
+    ngx_http_zk_lock_view_writer_t *w, ngx_http_zk_lock_view_lock_t *lock);
 static void ngx_http_zk_lock_view_node_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_child_t *child);
 static const char *ngx_http_zk_lock_view_state(ngx_zk_lock_session_t *s);
@@ -381,7 +411,8 @@ ngx_http_zk_lock_view_refresh(ngx_zk_lock_session_t *s)
     }
 
     if (ngx_http_zk_lock_view_literals(snap, s) != NGX_OK
-        || ngx_http_zk_lock_view_live(snap, s) != NGX_OK)
+        || ngx_http_zk_lock_view_live(snap, s) != NGX_OK
+        || ngx_http_zk_lock_view_shadows(snap) != NGX_OK)
     {
         goto failed;
     }
@@ -470,8 +501,12 @@ ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
             }
 
         } else {
+            /* the directive's name: a semaphore may have one lease */
+
             type = (leases == 1 && lit[i].counter.len == 0)
                    ? "mutex" : "semaphore";
+            type = ngx_http_zk_lock_view_type(&lit[i].name, 0, type);
+
             rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL, type,
                                            leases, 0, 0);
         }
@@ -485,16 +520,20 @@ ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
 }
 
 
-/* the paths built from variables that live in this worker */
+/*
+ * The paths built from variables that live in this worker; a shadow path
+ * of a dry run as its lock's, whose listing shows the shadow's nodes
+ */
 
 static ngx_int_t
 ngx_http_zk_lock_view_live(ngx_http_zk_lock_view_snap_t *snap,
     ngx_zk_lock_session_t *s)
 {
-    ngx_str_t                 path;
+    u_char                   *p;
+    ngx_str_t                 name, path;
     ngx_uint_t                leases, rw;
     ngx_queue_t              *q;
-    const char               *type;
+    const char               *type, *suffix;
     ngx_zk_lock_t            *zl;
     ngx_zk_lock_node_t       *node;
 
@@ -504,9 +543,7 @@ ngx_http_zk_lock_view_live(ngx_http_zk_lock_view_snap_t *snap,
     {
         zl = ngx_queue_data(q, ngx_zk_lock_t, queue);
 
-        if (ngx_queue_empty(&zl->nodes)
-            || ngx_http_zk_lock_view_known(snap, zl->path))
-        {
+        if (ngx_queue_empty(&zl->nodes)) {
             continue;
         }
 
@@ -515,22 +552,257 @@ ngx_http_zk_lock_view_live(ngx_http_zk_lock_view_snap_t *snap,
         node = ngx_queue_data(ngx_queue_head(&zl->nodes),
                               ngx_zk_lock_node_t, queue);
 
+        ngx_http_zk_lock_view_split(zl, node, &name, &suffix);
+
+        /* the lock's path: its own, or the one its shadow stands for */
+
+        path.len = name.len + (suffix ? ngx_strlen(suffix) : 0);
+        path.data = ngx_pnalloc(snap->pool, path.len + 1);
+        if (path.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        p = ngx_sprintf(path.data, "%V%s", &name, suffix ? suffix : "");
+        *p = '\0';
+
+        if (ngx_http_zk_lock_view_known(snap, path.data)) {
+            continue;
+        }
+
         leases = ngx_zk_lock_recipe_leases(node);
         rw = (node->kind == NGX_ZK_LOCK_READ
               || node->kind == NGX_ZK_LOCK_WRITE);
 
-        type = rw ? "rwlock"
-               : (node->kind == NGX_ZK_LOCK_COUNT) ? "semaphore v2"
-               : (leases == 1) ? "mutex" : "semaphore";
+        if (rw) {
+            type = "rwlock";
 
-        path.data = zl->path;
-        path.len = ngx_strlen(zl->path);
+        } else if (node->kind == NGX_ZK_LOCK_COUNT) {
+            type = "semaphore v2";
 
-        if (ngx_http_zk_lock_view_add(snap, &path, NULL, type, leases, rw, 1)
+        } else {
+            type = ngx_http_zk_lock_view_type(&name, 1,
+                                              (leases == 1) ? "mutex"
+                                                            : "semaphore");
+        }
+
+        if (ngx_http_zk_lock_view_add(snap, &name, suffix, type, leases, rw,
+                                      1)
             != NGX_OK)
         {
             return NGX_ERROR;
         }
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * A path of this worker's as "<name>[<suffix>]", the lock's name without
+ * the shadow's ".dry-run": the suffix of a semaphore v2's leases, which
+ * its kind tells, and of the queue of its internal mutex in a dry run;
+ * else none (that queue is shown as a lock of its own otherwise)
+ */
+
+static void
+ngx_http_zk_lock_view_split(ngx_zk_lock_t *zl, ngx_zk_lock_node_t *node,
+    ngx_str_t *name, const char **suffix)
+{
+    size_t  n;
+
+    name->data = zl->path;
+    name->len = ngx_strlen(zl->path);
+    *suffix = NULL;
+
+    n = sizeof("/leases") - 1;
+
+    if (node->kind == NGX_ZK_LOCK_COUNT && name->len > n
+        && ngx_strcmp(name->data + name->len - n, "/leases") == 0)
+    {
+        name->len -= n;
+        *suffix = "/leases";
+    }
+
+    n = sizeof(NGX_HTTP_ZK_LOCK_VIEW_DRY "/locks") - 1;
+
+    if (node->kind == NGX_ZK_LOCK_LEASE && name->len > n
+        && ngx_strcmp(name->data + name->len - n,
+                      NGX_HTTP_ZK_LOCK_VIEW_DRY "/locks") == 0)
+    {
+        name->len -= sizeof("/locks") - 1;
+        *suffix = "/locks";
+    }
+
+    n = sizeof(NGX_HTTP_ZK_LOCK_VIEW_DRY) - 1;
+
+    if (name->len > n
+        && ngx_strncmp(name->data + name->len - n, NGX_HTTP_ZK_LOCK_VIEW_DRY,
+                       n) == 0)
+    {
+        name->len -= n;
+    }
+}
+
+
+/*
+ * The directive's type of a lock (zk_mutex or zk_semaphore, which the
+ * recipe does not tell apart with one lease) as configured: a literal
+ * path's own; a live path's from the directive whose path it fits, if
+ * one type fits; else "guess", the recipe's
+ */
+
+static const char *
+ngx_http_zk_lock_view_type(ngx_str_t *name, ngx_uint_t live,
+    const char *guess)
+{
+    ngx_uint_t                     i, type, fits;
+    ngx_zk_lock_params_t         **lp;
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_zk_lock_view.lmcf;
+
+    if (lmcf->specs == NULL) {
+        return guess;
+    }
+
+    lp = lmcf->specs->elts;
+    type = 0;
+
+    for (i = 0; i < lmcf->specs->nelts; i++) {
+
+        if (lp[i]->v2
+            || (lp[i]->type != NGX_ZK_LOCK_MUTEX
+                && lp[i]->type != NGX_ZK_LOCK_SEMAPHORE))
+        {
+            continue;
+        }
+
+        if (live) {
+            fits = lp[i]->transient
+                   && ngx_http_zk_lock_view_match(&lp[i]->name, name);
+
+        } else {
+            fits = !lp[i]->transient && lp[i]->name.len == name->len
+                   && ngx_strncmp(lp[i]->name.data, name->data, name->len)
+                      == 0;
+        }
+
+        if (!fits) {
+            continue;
+        }
+
+        if (type && type != lp[i]->type) {
+            return guess;
+        }
+
+        type = lp[i]->type;
+    }
+
+    return (type == 0) ? guess
+                       : (type == NGX_ZK_LOCK_MUTEX) ? "mutex" : "semaphore";
+}
+
+
+/*
+ * Whether a path fits a directive's path with variables: as many levels
+ * (a value cannot add one, see eval_path()), the same literal ones, and
+ * each from variables with the text before its first "$"
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_view_match(ngx_str_t *pattern, ngx_str_t *path)
+{
+    u_char  *p, *q, *pe, *qe, *plast, *qlast, *dollar;
+
+    p = pattern->data;
+    plast = p + pattern->len;
+    q = path->data;
+    qlast = q + path->len;
+
+    while (p < plast && q < qlast) {
+        pe = ngx_strlchr(p + 1, plast, '/');
+        pe = pe ? pe : plast;
+        qe = ngx_strlchr(q + 1, qlast, '/');
+        qe = qe ? qe : qlast;
+
+        dollar = ngx_strlchr(p, pe, '$');
+
+        if (dollar) {
+            if (qe - q < dollar - p || ngx_strncmp(p, q, dollar - p) != 0) {
+                return 0;
+            }
+
+        } else if (pe - p != qe - q || ngx_strncmp(p, q, pe - p) != 0) {
+            return 0;
+        }
+
+        p = pe;
+        q = qe;
+    }
+
+    return (p == plast && q == qlast);
+}
+
+
+/*
+ * The shadow path of each lock, "<name>.dry-run<suffix>", where the
+ * requests in zk_lock_dry_run across the fleet make their nodes: listed
+ * with the lock, and shown under it
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_view_shadows(ngx_http_zk_lock_view_snap_t *snap)
+{
+    u_char                        *p, *suffix;
+    size_t                         len;
+    ngx_str_t                      name;
+    ngx_uint_t                     i, n;
+    ngx_http_zk_lock_view_lock_t  *lock, *shadow;
+
+    n = snap->locks.nelts;
+
+    for (i = 0; i < n; i++) {
+
+        /* the array moves as it grows */
+
+        lock = snap->locks.elts;
+
+        len = lock[i].path.len + sizeof(NGX_HTTP_ZK_LOCK_VIEW_DRY);
+
+        name.data = ngx_pnalloc(snap->pool, len);
+        if (name.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        suffix = lock[i].path.data + lock[i].base;
+
+        p = ngx_cpymem(name.data, lock[i].path.data, lock[i].base);
+        p = ngx_cpymem(p, NGX_HTTP_ZK_LOCK_VIEW_DRY,
+                       sizeof(NGX_HTTP_ZK_LOCK_VIEW_DRY) - 1);
+        name.len = p - name.data;
+
+        p = ngx_cpymem(p, suffix, lock[i].path.len - lock[i].base);
+        *p = '\0';
+
+        /* a lock of its own by that name is shown as one */
+
+        if (ngx_http_zk_lock_view_known(snap, name.data)) {
+            continue;
+        }
+
+        if (ngx_http_zk_lock_view_add(snap, &name, (char *) suffix,
+                                      lock[i].type, lock[i].leases,
+                                      lock[i].rw, lock[i].live)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
+        lock = snap->locks.elts;
+        shadow = &lock[snap->locks.nelts - 1];
+
+        shadow->dry = 1;
+        lock[i].shadow = snap->locks.nelts;
     }
 
     return NGX_OK;
@@ -564,6 +836,7 @@ ngx_http_zk_lock_view_add(ngx_http_zk_lock_view_snap_t *snap, ngx_str_t *path,
                      - lock->path.data;
     lock->path.data[lock->path.len] = '\0';
 
+    lock->base = path->len;
     lock->type = type;
     lock->leases = leases;
     lock->rw = rw;
@@ -696,6 +969,8 @@ ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
 
     ngx_free(sorted);
 
+    ngx_http_zk_lock_view_granted(lock, s);
+
 done:
 
     if (snap->pending == 0) {
@@ -757,6 +1032,57 @@ ngx_http_zk_lock_view_data(int rc, const char *value, int value_len,
 
 
 /*
+ * The nodes of this worker that hold there: when the recipe granted each
+ * (ZooKeeper keeps no such time).  A weighted participant's other nodes
+ * were granted with it.
+ */
+
+static void
+ngx_http_zk_lock_view_granted(ngx_http_zk_lock_view_lock_t *lock,
+    ngx_zk_lock_session_t *s)
+{
+    u_char                         *name;
+    ngx_uint_t                      i, j;
+    ngx_queue_t                    *q;
+    ngx_zk_lock_t                  *zl;
+    ngx_zk_lock_node_t             *node;
+    ngx_http_zk_lock_view_child_t  *child;
+
+    zl = ngx_zk_lock_path_find(s, lock->path.data, lock->path.len);
+    if (zl == NULL) {
+        return;
+    }
+
+    for (q = ngx_queue_head(&zl->nodes);
+         q != ngx_queue_sentinel(&zl->nodes);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+
+        if (node->state != NGX_ZK_LOCK_HELD || node->granted == 0) {
+            continue;
+        }
+
+        for (i = 0; i < lock->n; i++) {
+            child = &lock->children[i];
+
+            if (child->name.data == NULL) {
+                continue;
+            }
+
+            for (j = 0; j <= node->npassengers; j++) {
+                name = (j == 0) ? node->name : node->passengers[j - 1].name;
+
+                if (ngx_strcmp(child->name.data, name) == 0) {
+                    child->granted = node->granted;
+                }
+            }
+        }
+    }
+}
+
+
+/*
  * The read is over: a complete one replaces the snapshot; one that lost
  * answers (the connection went) is dropped, and the last stays.  Either
  * way the requests that waited are answered, each from its own event.
@@ -781,6 +1107,8 @@ ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
         ngx_destroy_pool(snap->pool);
 
     } else {
+        ngx_http_zk_lock_view_ages(snap, view->current);
+
         if (view->current) {
             ngx_destroy_pool(view->current->pool);
         }
@@ -804,6 +1132,114 @@ ngx_http_zk_lock_view_answered(ngx_http_zk_lock_view_snap_t *snap)
 
         ngx_post_event(&ctx->event, &ngx_posted_events);
     }
+}
+
+
+/*
+ * Since when each node of a complete snapshot holds, or waits.  A waiter
+ * waits since its node was made.  A holder of this worker holds since
+ * its recipe's grant.  Of another holder (another worker's, another
+ * nginx's, a Curator client's) ZooKeeper tells only when its node was
+ * made: it holds since then at the earliest, or since the last snapshot
+ * of this worker that saw it wait, a bound kept from one snapshot to the
+ * next as a grant is.
+ */
+
+static void
+ngx_http_zk_lock_view_ages(ngx_http_zk_lock_view_snap_t *snap,
+    ngx_http_zk_lock_view_snap_t *prev)
+{
+    ngx_uint_t                      i, j;
+    ngx_time_t                     *tp;
+    ngx_http_zk_lock_view_lock_t   *lock, *old, *was;
+    ngx_http_zk_lock_view_child_t  *child;
+
+    tp = ngx_timeofday();
+    snap->msec = (int64_t) tp->sec * 1000 + tp->msec;
+
+    lock = snap->locks.elts;
+    old = prev ? prev->locks.elts : NULL;
+
+    for (i = 0; i < snap->locks.nelts; i++) {
+
+        was = NULL;
+
+        for (j = 0; old && j < prev->locks.nelts; j++) {
+            if (ngx_strcmp(old[j].path.data, lock[i].path.data) == 0) {
+                was = &old[j];
+                break;
+            }
+        }
+
+        for (j = 0; j < lock[i].n; j++) {
+            child = &lock[i].children[j];
+            child->holds = ngx_http_zk_lock_view_holds(&lock[i], j);
+
+            ngx_http_zk_lock_view_aged(child, was, prev ? prev->msec : 0);
+        }
+    }
+}
+
+
+static void
+ngx_http_zk_lock_view_aged(ngx_http_zk_lock_view_child_t *child,
+    ngx_http_zk_lock_view_lock_t *was, int64_t then)
+{
+    ngx_uint_t                      i;
+    ngx_http_zk_lock_view_child_t  *old;
+
+    child->since = child->ctime;
+
+    if (!child->holds) {
+        return;
+    }
+
+    if (child->granted) {
+        child->since = child->granted;
+        child->exact = 1;
+        return;
+    }
+
+    for (i = 0; was && child->name.data && i < was->n; i++) {
+        old = &was->children[i];
+
+        if (old->seq != child->seq || old->name.data == NULL
+            || ngx_strcmp(old->name.data, child->name.data) != 0)
+        {
+            continue;
+        }
+
+        if (old->holds && old->since) {
+            child->since = old->since;
+            child->exact = old->exact;
+
+        } else if (!old->holds && child->since && then > child->since) {
+            /* it waited then */
+            child->since = then;
+        }
+
+        return;
+    }
+}
+
+
+/*
+ * Curator's rules: a writer holds when first, a reader when no writer is
+ * ahead; a lease among the first "leases" nodes
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_view_holds(ngx_http_zk_lock_view_lock_t *lock, ngx_uint_t i)
+{
+    ngx_http_zk_lock_view_child_t  *child;
+
+    child = &lock->children[i];
+
+    if (lock->rw) {
+        return child->write ? (i == 0) : (child->writes == 0);
+    }
+
+    return (i < lock->leases);
 }
 
 
@@ -966,7 +1402,7 @@ static void
 ngx_http_zk_lock_view_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_snap_t *snap, ngx_uint_t stale)
 {
-    ngx_uint_t                     i;
+    ngx_uint_t                     i, n;
     ngx_http_zk_lock_view_lock_t  *lock;
     ngx_zk_lock_session_t         *s;
 
@@ -987,20 +1423,29 @@ ngx_http_zk_lock_view_json(ngx_http_zk_lock_view_writer_t *w,
 
     if (snap == NULL) {
         ngx_http_zk_lock_view_printf(w, "\"reads\":0,\"read_at\":null,"
+                                     "\"read_at_ms\":null,"
                                      "\"age_ms\":null,\"locks\":[]}\n");
         return;
     }
 
     ngx_http_zk_lock_view_printf(w, "\"reads\":%ui,\"read_at\":%T,"
+                                 "\"read_at_ms\":%L,"
                                  "\"age_ms\":%M,\"locks\":[",
                                  ngx_http_zk_lock_view.reads, snap->time,
+                                 snap->msec,
                                  (ngx_msec_t) (ngx_current_msec
                                                - ngx_http_zk_lock_view.done));
 
     lock = snap->locks.elts;
+    n = 0;
 
     for (i = 0; i < snap->locks.nelts; i++) {
-        if (i) {
+        if (lock[i].dry) {
+            /* shown with its lock */
+            continue;
+        }
+
+        if (n++) {
             ngx_http_zk_lock_view_printf(w, ",");
         }
 
@@ -1015,8 +1460,7 @@ static void
 ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_lock_t *lock)
 {
-    ngx_uint_t                      i, holds, holders, waiting;
-    ngx_http_zk_lock_view_child_t  *child;
+    ngx_http_zk_lock_view_lock_t  *shadow;
 
     ngx_http_zk_lock_view_printf(w, "{\"path\":\"");
     ngx_http_zk_lock_view_text(w, lock->path.data, lock->path.len, 0);
@@ -1029,8 +1473,43 @@ ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
         ngx_http_zk_lock_view_printf(w, "\"leases\":%ui,", lock->leases);
     }
 
-    ngx_http_zk_lock_view_printf(w, "\"source\":\"%s\",\"error\":",
+    ngx_http_zk_lock_view_printf(w, "\"source\":\"%s\",",
                                  lock->live ? "live" : "configured");
+
+    ngx_http_zk_lock_view_nodes_json(w, lock);
+
+    /* the requests in dry run, on the shadow path, under their lock */
+
+    if (lock->shadow == 0) {
+        ngx_http_zk_lock_view_printf(w, ",\"dry_run\":null}");
+        return;
+    }
+
+    shadow = (ngx_http_zk_lock_view_lock_t *) lock->snap->locks.elts
+             + lock->shadow - 1;
+
+    ngx_http_zk_lock_view_printf(w, ",\"dry_run\":{\"path\":\"");
+    ngx_http_zk_lock_view_text(w, shadow->path.data, shadow->path.len, 0);
+    ngx_http_zk_lock_view_printf(w, "\",");
+    ngx_http_zk_lock_view_nodes_json(w, shadow);
+    ngx_http_zk_lock_view_printf(w, "}}");
+}
+
+
+/*
+ * The nodes of a path, in the order of the queue, with their ages as of
+ * the snapshot: how long each has held, or waited
+ */
+
+static void
+ngx_http_zk_lock_view_nodes_json(ngx_http_zk_lock_view_writer_t *w,
+    ngx_http_zk_lock_view_lock_t *lock)
+{
+    int64_t                         age;
+    ngx_uint_t                      i, holders, waiting;
+    ngx_http_zk_lock_view_child_t  *child;
+
+    ngx_http_zk_lock_view_printf(w, "\"error\":");
 
     if (lock->rc != ZOK) {
         ngx_http_zk_lock_view_printf(w, "\"%s\",", zerror(lock->rc));
@@ -1050,19 +1529,7 @@ ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
     for (i = 0; i < lock->n; i++) {
         child = &lock->children[i];
 
-        /*
-         * Curator's rules: a writer holds when first, a reader when no
-         * writer is ahead; a lease among the first "leases" nodes
-         */
-
-        if (lock->rw) {
-            holds = child->write ? (i == 0) : (child->writes == 0);
-
-        } else {
-            holds = (i < lock->leases);
-        }
-
-        if (holds) {
+        if (child->holds) {
             holders++;
 
         } else {
@@ -1072,13 +1539,32 @@ ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
         ngx_http_zk_lock_view_printf(w, "%s{\"position\":%ui,"
                                      "\"state\":\"%s\",\"queue\":%ui,",
                                      i ? "," : "", i + 1,
-                                     holds ? "holding" : "waiting",
-                                     holds ? 0 : waiting);
+                                     child->holds ? "holding" : "waiting",
+                                     child->holds ? 0 : waiting);
+
+        /* clocks apart (ZooKeeper's, this host's): never below 0 */
+
+        age = lock->snap->msec - child->since;
+
+        if (child->since == 0) {
+            ngx_http_zk_lock_view_printf(w, "\"%s_for_ms\":null,",
+                                         child->holds ? "held" : "waiting");
+
+        } else {
+            ngx_http_zk_lock_view_printf(w, "\"%s_for_ms\":%L,",
+                                         child->holds ? "held" : "waiting",
+                                         ngx_max(age, 0));
+        }
+
+        if (child->holds) {
+            ngx_http_zk_lock_view_printf(w, "\"held_for_exact\":%s,",
+                                         child->exact ? "true" : "false");
+        }
 
         ngx_http_zk_lock_view_node_json(w, child);
     }
 
-    ngx_http_zk_lock_view_printf(w, "],\"holders\":%ui,\"waiting\":%ui}",
+    ngx_http_zk_lock_view_printf(w, "],\"holders\":%ui,\"waiting\":%ui",
                                  holders, waiting);
 }
 
@@ -1448,99 +1934,156 @@ ngx_http_zk_lock_view_utf8(u_char *p, size_t n, size_t *len)
 
 
 /*
- * The page: no external assets, it reads the JSON from its own location
- * every 2 seconds and draws one table per lock
+ * The page: no external assets (nor a favicon for the browser to ask
+ * for), it reads the JSON from its own location every 2 seconds and draws
+ * one table per lock, its requests in dry run under it.  Its one format
+ * of a time is an age, as of the read; anybody's text is drawn as text,
+ * its control characters escaped, and cut to fit a column (whole in the
+ * cell's title).
  */
 
 static ngx_str_t  ngx_http_zk_lock_view_page = ngx_string(
 "<!DOCTYPE html>\n"
 "<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+"<link rel=\"icon\" href=\"data:,\">\n"
 "<title>zk lock fleet view</title>\n"
 "<style>\n"
-"body{font:14px/1.4 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;"
+"body{font:14px/1.4 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;\n"
 "margin:0;background:#f4f5f7;color:#222}\n"
 "header{background:#1f2d3d;color:#fff;padding:10px 16px}\n"
 "header h1{font-size:18px;margin:0 0 4px}\n"
 "header .meta span{margin-right:18px}\n"
 ".up{color:#7ee787}.down{color:#ff7b72;font-weight:bold}\n"
 "main{padding:8px 16px}\n"
-"section{background:#fff;border:1px solid #d0d7de;border-radius:6px;"
+"section{background:#fff;border:1px solid #d0d7de;border-radius:6px;\n"
 "margin:12px 0;padding:8px 12px}\n"
 "section h2{font-size:15px;margin:2px 0 6px;font-family:monospace}\n"
-"section h2 small{font-family:sans-serif;font-weight:normal;color:#57606a;"
+"section h2 small{font-family:sans-serif;font-weight:normal;color:#57606a;\n"
 "margin-left:10px}\n"
-"table{border-collapse:collapse;width:100%}\n"
-"th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #eaeef2;"
-"white-space:nowrap}\n"
+"table{border-collapse:collapse;width:100%;table-layout:fixed}\n"
+"th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #eaeef2;\n"
+"white-space:nowrap;overflow:hidden;text-overflow:ellipsis}\n"
+"th:nth-child(1){width:3%}th:nth-child(2){width:15%}\n"
+"th:nth-child(3){width:10%}th:nth-child(4){width:6%}\n"
+"th:nth-child(5){width:16%}th:nth-child(6){width:5%}\n"
+"th:nth-child(7){width:15%}th:nth-child(8){width:8%}\n"
+"th:nth-child(9){width:22%}\n"
 "th{background:#f6f8fa;font-weight:600}\n"
 "td.node{font-family:monospace;font-size:12px;color:#57606a}\n"
 "tr.hold td{background:#dafbe1}\n"
 "tr.hold td.state{color:#116329;font-weight:bold}\n"
 "tr.wait td.state{color:#9a6700}\n"
 "tr.kept td.state{color:#0550ae}\n"
+"tr.dry td{background:#f5f0ff}\n"
+"tr.dry td.state{color:#8250df;font-weight:normal}\n"
+"section.stale{background:#f6f8fa;border-style:dashed}\n"
+"tr.stale td{background:#eaeef2;color:#57606a}\n"
+"tr.stale td.state{color:#57606a;font-weight:normal}\n"
+"p.stale{color:#cf222e;font-weight:bold}\n"
 ".note{color:#57606a;font-style:italic}\n"
 ".err{color:#cf222e}\n"
 "</style></head>\n"
 "<body><header><h1>zk lock fleet view</h1>\n"
-"<div class=\"meta\"><span id=\"who\"></span><span id=\"session\"></span>"
+"<div class=\"meta\"><span id=\"who\"></span><span id=\"session\"></span>\n"
 "<span id=\"read\"></span></div></header>\n"
 "<main id=\"locks\"><p class=\"note\">loading&hellip;</p></main>\n"
 "<script>\n"
 "(function(){\n"
-"var url=location.pathname+'?format=json',n=0;\n"
-"function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;"
+"var url=location.pathname+'?format=json',n=0,\n"
+"CTL=/[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]/,\n"
+"COLS=['#','state','for','client','host','pid','request','arrived','node'];\n"
+"function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;\n"
 "if(x!==undefined&&x!==null)e.textContent=String(x);return e}\n"
-"function row(tr,cells){cells.forEach(function(c){"
-"tr.appendChild(el('td',c[0],c[1]))})}\n"
-"function who(d){if(d.client==='nginx')return d.host;"
-"if(d.client==='curator')return d.data||'';return ''}\n"
+"function td(tr,c,x,t){var e=el('td',c,x);if(t&&t!==x)e.title=t;\n"
+"tr.appendChild(e)}\n"
+"function pad(x){return (x<10?'0':'')+x}\n"
+"/* the one format of a time on the page: an age, as of the read */\n"
+"function age(ms){if(typeof ms!=='number'||!isFinite(ms))return '';\n"
+"if(ms<0)ms=0;\n"
+"var s=Math.floor(ms/1000),m=Math.floor(s/60),h=Math.floor(m/60);\n"
+"if(ms<10000)return (ms/1000).toFixed(1)+'s';\n"
+"if(s<60)return s+'s';\n"
+"if(m<60)return m+'m '+pad(s%60)+'s';\n"
+"if(h<24)return h+'h '+pad(m%60)+'m';\n"
+"return Math.floor(h/24)+'d '+(h%24)+'h'}\n"
+"/* anybody's text: control characters as escapes, k characters at most */\n"
+"function esc(c){return CTL.test(c)?\n"
+"'\\\\u'+('000'+c.charCodeAt(0).toString(16)).slice(-4):c}\n"
+"function cut(s,k){var o='',w=0,i,e,x,\n"
+"a=Array.from(s===undefined||s===null?'':String(s));\n"
+"for(i=0;i<a.length;i++){e=esc(a[i]);x=e===a[i]?1:e.length;\n"
+"if(w+x>k)return o+'\\u2026';o+=e;w+=x}\n"
+"return o}\n"
+"function full(s){return cut(s,Infinity)}\n"
+"/* a Curator name, \"_c_<uuid>-<kind><seq>\": the uuid's first group */\n"
+"function name(s){var m=/^(_c_[0-9a-f]{8})-[0-9a-f-]{27}(-.*)$/.exec(s);\n"
+"return m?m[1]+'\\u2026'+cut(m[2],32):cut(s,40)}\n"
+"function row(d,j,dry){\n"
+"var hold=d.state==='holding',q='#'+d.queue,st,f,fw='',who='',req='',\n"
+"tr=el('tr',(dry?'dry ':'')+(hold?'hold':'wait')+\n"
+"(d.kept?' kept':'')+(j.stale?' stale':''));\n"
+"if(dry)st=(hold?'would hold':'would wait')+' (dry run)';\n"
+"else if(j.stale)st=(hold?'held':'waited '+q)+' (stale)';\n"
+"else st=hold?'holds':'waits '+q;\n"
+"if(d.kept)st+=' (kept)';if(d.gone)st+=' (gone)';\n"
+"f=hold?d.held_for_ms:d.waiting_for_ms;\n"
+"if(typeof f==='number')fw=(hold?'held ':'waiting ')+\n"
+"(hold&&!d.held_for_exact?'\\u2264 ':'')+age(f);\n"
+"if(d.client==='nginx'){who=d.host;\n"
+"req=d.kept?'kept for '+d.kept_for+' idle':d.method+' '+d.uri}\n"
+"else if(d.client==='curator')who=d.data;\n"
+"td(tr,'pos',d.position);td(tr,'state',st);td(tr,'for',fw);\n"
+"td(tr,'client',d.client||'?');\n"
+"td(tr,'host',cut(who,40),full(who)+\n"
+"(typeof d.data_bytes==='number'?' ('+d.data_bytes+' bytes)':''));\n"
+"td(tr,'pid',d.pid||'');td(tr,'req',cut(req,60),full(req));\n"
+"/* when its node was made: ZooKeeper's clock, nginx's and Curator's alike */\n"
+"td(tr,'arrived',d.created?age(j.read_at_ms-d.created)+' ago':'');\n"
+"td(tr,'node',name(d.node),full(d.node));\n"
+"return tr}\n"
 "function draw(j){\n"
-"document.getElementById('who').textContent="
-"'nginx '+j.hostname+' pid '+j.pid+' \\u00b7 module '+j.version+"
+"document.getElementById('who').textContent=\n"
+"'nginx '+j.hostname+' pid '+j.pid+' \\u00b7 module '+j.version+\n"
 "' (build '+j.build+')';\n"
 "var s=document.getElementById('session');\n"
 "s.textContent='session: '+j.session+(j.stale?' (stale)':'');\n"
 "s.className=j.session==='connected'&&!j.stale?'up':'down';\n"
-"document.getElementById('read').textContent=j.read_at?"
-"'read '+new Date(j.read_at*1000).toLocaleTimeString()+"
-"' ('+j.age_ms+' ms ago)':'never read';\n"
+"document.getElementById('read').textContent=\n"
+"typeof j.age_ms==='number'?'read '+age(j.age_ms)+' ago':'never read';\n"
 "var m=document.getElementById('locks');m.textContent='';\n"
 "if(!j.locks.length)m.appendChild(el('p','note','no lock to show'));\n"
 "j.locks.forEach(function(l){\n"
-"var sec=el('section');sec.setAttribute('data-path',l.path);\n"
-"var h=el('h2',null,l.path);h.appendChild(el('small',null,l.type+"
-"(l.leases!==null?', '+l.leases+' lease'+(l.leases===1?'':'s'):'')+"
-"' \\u00b7 '+l.holders+' holding, '+l.waiting+' waiting'+"
+"var sec=el('section',j.stale?'stale':null),\n"
+"dry=l.dry_run?l.dry_run.participants:0;\n"
+"sec.setAttribute('data-path',l.path);\n"
+"var h=el('h2',null,l.path);h.appendChild(el('small',null,l.type+\n"
+"(l.leases!==null?', '+l.leases+' lease'+(l.leases===1?'':'s'):'')+\n"
+"' \\u00b7 '+l.holders+' holding, '+l.waiting+' waiting'+\n"
+"(dry?' \\u00b7 '+dry+' in dry run':'')+\n"
 "(l.source==='live'?' \\u00b7 live in this worker':'')));\n"
 "sec.appendChild(h);\n"
+"if(j.stale)sec.appendChild(el('p','stale','stale: as read '+\n"
+"age(j.age_ms)+' ago, '+(j.session==='connected'?\n"
+"'the last read failed or took too long':'with the session '+j.session)+\n"
+"': who holds and who waits now is not known'));\n"
 "if(l.error)sec.appendChild(el('p','err','error: '+l.error));\n"
-"if(l.truncated)sec.appendChild(el('p','note','the first '+l.shown+"
+"if(l.truncated)sec.appendChild(el('p','note','the first '+l.shown+\n"
 "' of '+l.participants+' nodes are shown'));\n"
 "var t=el('table'),hr=el('tr');\n"
-"['#','state','client','host','pid','since','request','node']"
-".forEach(function(x){hr.appendChild(el('th',null,x))});\n"
+"COLS.forEach(function(x){hr.appendChild(el('th',null,x))});\n"
 "t.appendChild(hr);\n"
-"l.nodes.forEach(function(d){\n"
-"var hold=d.state==='holding',tr=el('tr',(hold?'hold':'wait')+"
-"(d.kept?' kept':''));\n"
-"var st=hold?'holds':'waits #'+d.queue;if(d.kept)st+=' (kept)';"
-"if(d.gone)st+=' (gone)';\n"
-"var req=d.kept?'kept for '+d.kept_for+' idle':"
-"(d.method?d.method+' '+d.uri:'');\n"
-"var since=d.since||(d.created?new Date(d.created).toISOString():'');\n"
-"row(tr,[['pos',d.position],['state',st],['client',d.client||'?'],"
-"['host',who(d)],['pid',d.pid||''],['since',since],['req',req],"
-"['node',d.node]]);\n"
-"t.appendChild(tr)});\n"
-"if(!l.nodes.length){var e=el('tr');var c=el('td','note','nobody');"
-"c.colSpan=8;e.appendChild(c);t.appendChild(e)}\n"
+"l.nodes.forEach(function(d){t.appendChild(row(d,j,false))});\n"
+"if(l.dry_run)l.dry_run.nodes.forEach(function(d){\n"
+"t.appendChild(row(d,j,true))});\n"
+"if(t.rows.length===1){var e=el('tr'),c=el('td','note','nobody');\n"
+"c.colSpan=COLS.length;e.appendChild(c);t.appendChild(e)}\n"
 "sec.appendChild(t);m.appendChild(sec)});\n"
 "document.body.setAttribute('data-draws',String(++n))}\n"
-"function tick(){fetch(url,{cache:'no-store'}).then(function(r){"
-"return r.json()}).then(draw).catch(function(e){"
-"var s=document.getElementById('session');"
-"s.textContent='view unreachable: '+e;s.className='down'})"
+"function tick(){fetch(url,{cache:'no-store'}).then(function(r){\n"
+"return r.json()}).then(draw).catch(function(e){\n"
+"var s=document.getElementById('session');\n"
+"s.textContent='view unreachable: '+e;s.className='down'})\n"
 ".then(function(){setTimeout(tick,2000)})}\n"
 "tick()})();\n"
 "</script></body></html>\n");

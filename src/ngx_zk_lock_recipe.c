@@ -867,6 +867,13 @@ ngx_zk_lock_recipe_node_state(ngx_zk_lock_node_t *node,
 void
 ngx_zk_lock_recipe_node_held(ngx_zk_lock_node_t *node)
 {
+    ngx_time_t  *tp;
+
+    /* the fleet view shows how long it has held: ZooKeeper cannot say */
+
+    tp = ngx_timeofday();
+    node->granted = (int64_t) tp->sec * 1000 + tp->msec;
+
     ngx_zk_lock_recipe_node_state(node, NGX_ZK_LOCK_HELD);
 
     if (node->czxid == 0) {

@@ -123,6 +123,7 @@ struct ngx_zk_lock_node_s {
     ngx_uint_t                    ahead;      /* nodes in the way, at most */
     uint32_t                      seq;
     int64_t                       czxid;      /* its creation: the token */
+    int64_t                       granted;    /* ms since 1970: HELD since */
     int                           error;      /* ZooKeeper error, if FAILED */
 
     /* the owner, told of HELD and FAILED; NULL once released */

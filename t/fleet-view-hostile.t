@@ -14,7 +14,10 @@
 #     bytes and an ellipsis when there is more, with its size in bytes
 #  3. the HTML page carries no data (the same bytes as before the nodes);
 #     in headless Chromium (when there is one) each cell shows the data as
-#     text, and nothing but the page's own elements is drawn
+#     text, control characters escaped (\u0001), cut to 40 characters and
+#     an ellipsis, the whole in the cell's title with its size (a node's
+#     name too, shortened to its UUID's first group); the table fits the
+#     window; nothing but the page's own elements is drawn
 
 use strict;
 use warnings;
@@ -153,6 +156,27 @@ is(shown("\xe2\x82a\xf0\x9f\x98"), "\x{fffd}a\x{fffd}",
 is(shown("\xc0\xaf\xed\xa0\x80"), "\x{fffd}" x 5,
     'reference: overlongs and surrogates, byte by byte');
 
+# text as the page draws it: control characters (C0, DEL, C1, U+2028,
+# U+2029) as escapes, at most $n characters, an escape counting 6
+sub on_page {
+    my ($s, $n) = @_;
+    my ($out, $w) = ('', 0);
+
+    for my $c (split //, $s) {
+        my $e = $c =~ /[\x00-\x1f\x7f-\x9f\x{2028}\x{2029}]/
+            ? sprintf('\\u%04x', ord $c) : $c;
+        return "$out\x{2026}" if defined $n && $w + length($e) > $n;
+        $out .= $e;
+        $w += length $e;
+    }
+
+    return $out;
+}
+
+is(on_page("a\x01\x{2028}b"), 'a\u0001\u2028b', 'reference: escapes');
+is(on_page('abcdef', 5), "abcde\x{2026}", 'reference: cut');
+is(on_page("abcd\x01", 5), "abcd\x{2026}", 'reference: no half escape');
+
 # ---------------------------------------------------------- the nodes
 
 my $mk = tempdir('hostile') . '/mk.py';
@@ -282,12 +306,22 @@ SKIP: {
         ok($l, 'the table') or return;
         my @rows = @{ $l->{rows} };
         is(scalar @rows, scalar @cases, 'a row per node');
+        cmp_ok($l->{width}, '<=', $p->{viewport},
+            'the table fits the window');
+        my %col;
+        @col{ @{ $l->{header} } } = 0 .. $#{ $l->{header} };
 
         for my $row (@rows) {
-            my $c = $case_of{ $row->{cells}[7] } or next;
+            my $c = $case_of{ $row->{titles}[ $col{node} ]
+                || $row->{cells}[ $col{node} ] } or next;
             my ($what, $data, $want) = @$c;
             next if $want && $want->{client};
-            is($row->{cells}[3], shown($data, $CAP), "$what: as text");
+            my $shown = shown($data, $CAP);
+            is($row->{cells}[ $col{host} ], on_page($shown, 40),
+                "$what: as text, escaped, cut");
+            is($row->{titles}[ $col{host} ],
+                on_page($shown) . ' (' . length($data) . ' bytes)',
+                "$what: whole in the title");
         }
     };
 }

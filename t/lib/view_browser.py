@@ -7,12 +7,18 @@ Usage: /usr/bin/python3 t/lib/view_browser.py URL [DRAWS] [TIMEOUT]
 Waits until the page has drawn DRAWS times (default 2: the first fetch and
 one auto-refresh, 2 s later), then prints
   {"draws": n, "title": ..., "session": <header text>, "session_class": ...,
+   "read": <the header's text of when the view was read>,
    "resources": [every URL the page fetched],
    "tags": [the names of the elements drawn in the page's <main>],
    "dialogs": [the messages of alert(), confirm() or prompt() calls],
-   "locks": [{"path": ..., "heading": ..., "notes": [...],
-              "header": [th texts],
-              "rows": [{"class": ..., "cells": [td texts]}]}]}
+   "viewport": <the width of the window's content, CSS pixels>,
+   "locks": [{"path": ..., "class": <the section's>, "heading": ...,
+              "notes": [...], "header": [th texts],
+              "width": <the table's width, scrolled parts included>,
+              "rows": [{"class": ..., "cells": [td texts],
+                        "titles": [td title attributes],
+                        "background": <the first td's computed colour>}]}]}
+in a window of 1280 x 900.
 Exit status 2 when the browser cannot start, 3 when the page never drew.
 """
 
@@ -32,7 +38,8 @@ def browser(profile):
     opts = Options()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu",
                 "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-extensions", "--user-data-dir=" + profile):
+                "--disable-extensions", "--window-size=1280,900",
+                "--user-data-dir=" + profile):
         opts.add_argument(arg)
     opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -80,6 +87,8 @@ def main():
               var r = {draws: +document.body.getAttribute('data-draws'),
                         title: document.title,
                         session: s.textContent, session_class: s.className,
+                        read: document.getElementById('read').textContent,
+                        viewport: document.documentElement.clientWidth,
                         resources: performance.getEntriesByType('resource')
                                    .map(function (e) { return e.name; }),
                         tags: [], dialogs: window.__dialogs || [],
@@ -90,7 +99,9 @@ def main():
               });
               document.querySelectorAll('section').forEach(function (sec) {
                 var l = {path: sec.getAttribute('data-path'),
+                         'class': sec.className,
                          heading: sec.querySelector('h2').textContent,
+                         width: sec.querySelector('table').scrollWidth,
                          notes: [], header: [], rows: []};
                 sec.querySelectorAll('p').forEach(function (p) {
                   l.notes.push(p.textContent); });
@@ -101,7 +112,11 @@ def main():
                   if (!td.length) return;
                   l.rows.push({'class': tr.className,
                                cells: Array.prototype.map.call(td,
-                                   function (c) { return c.textContent; })});
+                                   function (c) { return c.textContent; }),
+                               titles: Array.prototype.map.call(td,
+                                   function (c) { return c.title; }),
+                               background: getComputedStyle(td[0])
+                                           .backgroundColor});
                 });
                 r.locks.push(l);
               });
