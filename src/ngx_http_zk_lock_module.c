@@ -50,6 +50,8 @@ static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_zk_lock_init_local(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
+static ngx_uint_t ngx_http_zk_lock_sessions(ngx_cycle_t *cycle,
+    ngx_http_zk_lock_main_conf_t *lmcf);
 static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
     ngx_http_zk_lock_main_conf_t *lmcf);
 static void ngx_http_zk_lock_recount(ngx_zk_lock_session_t *s,
@@ -78,6 +80,9 @@ static ngx_conf_num_bounds_t  ngx_http_zk_lock_sessions_bounds = {
 
 /* bumped by every configuration the master loads: see zk_sessions */
 static ngx_uint_t  ngx_http_zk_lock_generation;
+
+/* sessions of an nginx by default, see sessions() */
+#define NGX_HTTP_ZK_LOCK_SESSIONS  4
 
 
 static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
@@ -315,11 +320,12 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_zk_lock_conf_init(&lmcf->zk);
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
     ngx_conf_init_size_value(lmcf->max_path, 1024);
-    ngx_conf_init_uint_value(lmcf->sessions, 0);
+
+    /* zk_sessions unset: chosen from worker_processes, see sessions() */
 
 #if !(NGX_LINUX)
 
-    if (lmcf->sessions) {
+    if (lmcf->sessions != NGX_CONF_UNSET_UINT) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"zk_sessions\" is only supported on Linux "
                            "(its brokers listen on abstract unix sockets)");
@@ -991,7 +997,7 @@ static ngx_int_t
 ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 {
     ngx_str_t                     *path;
-    ngx_uint_t                     i, keeper;
+    ngx_uint_t                     i, keeper, sessions;
     ngx_zk_lock_session_t         *s;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -1044,10 +1050,12 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
     s->borrow = keeper && ngx_worker != 0;
 
-    ngx_zk_lock_remote_init(lmcf->sessions, lmcf->generation);
+    sessions = ngx_http_zk_lock_sessions(cycle, lmcf);
 
-    if (lmcf->sessions && ngx_process == NGX_PROCESS_WORKER
-        && ngx_worker >= lmcf->sessions)
+    ngx_zk_lock_remote_init(sessions, lmcf->generation);
+
+    if (sessions && ngx_process == NGX_PROCESS_WORKER
+        && ngx_worker >= sessions)
     {
         s->brokered = 1;
 
@@ -1059,7 +1067,7 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     }
 
     if (ngx_process == NGX_PROCESS_WORKER
-        && (lmcf->sessions || (keeper && ngx_worker == 0))
+        && (sessions || (keeper && ngx_worker == 0))
         && ngx_zk_lock_broker_init(cycle, s, lmcf->specs,
                                    lmcf->generation)
            != NGX_OK)
@@ -1087,6 +1095,44 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 
 
 /* the recipes take up their work, and local leases end */
+
+/*
+ * How many workers have a session of their own.  ZooKeeper lets one
+ * address connect maxClientCnxns times (60 by default), counted over
+ * every nginx behind it and doubled during a reload: by default a session
+ * per worker up to NGX_HTTP_ZK_LOCK_SESSIONS workers, and that many
+ * brokers for more, whatever worker_processes.  0: one per worker.  A
+ * sibling takes no local lease (zk_lock_fail local=): then one per worker.
+ */
+
+static ngx_uint_t
+ngx_http_zk_lock_sessions(ngx_cycle_t *cycle,
+    ngx_http_zk_lock_main_conf_t *lmcf)
+{
+    ngx_core_conf_t  *ccf;
+
+    if (lmcf->sessions != NGX_CONF_UNSET_UINT) {
+        return lmcf->sessions;
+    }
+
+#if !(NGX_LINUX)
+
+    /* the workers meet on abstract unix sockets */
+    return 0;
+
+#endif
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    if (lmcf->local_used
+        || ccf->worker_processes <= NGX_HTTP_ZK_LOCK_SESSIONS)
+    {
+        return 0;
+    }
+
+    return NGX_HTTP_ZK_LOCK_SESSIONS;
+}
+
 
 /*
  * keep= in a worker of several: the instance is the participant, and its

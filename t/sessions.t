@@ -78,10 +78,10 @@ EOF
     $ng->stop;
 };
 
-subtest '70 workers, maxClientCnxns=60' => sub {
+# issue 38, item 1: no zk_sessions at all, the default fits
+subtest '70 workers, maxClientCnxns=60, no zk_sessions' => sub {
     my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 70);
     zk_hosts %%ZK%%;
-    zk_sessions 8;
     server {
         listen 127.0.0.1:%%PORT%% reuseport;
         location /w {
@@ -90,7 +90,8 @@ subtest '70 workers, maxClientCnxns=60' => sub {
         }
     }
 EOF
-    ok(wait_for(sub { sessions_made($ng) >= 8 }, 15), '8 sessions');
+    ok(wait_for(sub { sessions_made($ng) >= 4 }, 15),
+        '4 sessions, by default');
     $be->reset;
     my $res = http_parallel([ map { [ $ng->port, "/w?key=w&sleep=20" ] }
         1 .. 60 ], timeout => 10);
@@ -99,10 +100,42 @@ EOF
     my ($slowest) = sort { $b <=> $a } map { $_->{time} } @$res;
     cmp_ok($slowest, '<', 1, sprintf('none slower than 1 s (%.2f s)',
         $slowest));
-    is(scalar(sessions_made($ng)), 8, 'still 8 sessions');
+    is(scalar(sessions_made($ng)), 4, 'still 4 sessions');
     unlike($zk->log, qr/Too many connections/, 'no connection refused');
     $ng->stop;
     ok(wait_for(sub { !zk_ephemerals($zk, '/ss/w') }, 5), 'no node left');
+};
+
+# the default: a session per worker up to 4, and with zk_lock_fail local=
+# (a sibling takes no local lease)
+subtest 'the default number of sessions' => sub {
+    for my $case ([ 4, '', 4 ], [ 6, '', 4 ],
+                  [ 6, 'zk_lock_fail local=2;', 6 ],
+                  [ 6, 'zk_sessions 6;', 6 ]) {
+        my ($workers, $extra, $want) = @$case;
+        my $conf = <<"EOF";
+    zk_hosts %%ZK%%;
+    $extra
+    server {
+        listen 127.0.0.1:%%PORT%% reuseport;
+        location /d {
+            zk_mutex /ss/d timeout=5s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+        my $ng = nginx_start($conf, zk => $zk, backend => $be,
+            workers => $workers);
+        my $name = "$workers workers" . ($extra ? ", $extra" : '');
+        ok(wait_for(sub { sessions_made($ng) >= $want }, 15),
+            "$name: $want sessions");
+        my $res = http_parallel([ map { [ $ng->port, "/d?key=d" ] }
+            1 .. 12 ], timeout => 10);
+        is(scalar(grep { $_->{status} == 200 } @$res), 12,
+            "$name: 12 x 200");
+        is(scalar(sessions_made($ng)), $want, "$name: still $want");
+        $ng->stop;
+    }
 };
 
 subtest 'keep= through a broker' => sub {
@@ -148,7 +181,7 @@ sub broker_killed {
         }
     }
 EOF
-    my $made = $sessions ? 1 : 6;
+    my $made = $sessions ? 1 : 4;     # 6 workers: 4 sessions by default
     ok(wait_for(sub { sessions_made($ng) == $made }, 10),
         "$made session(s)");
 
