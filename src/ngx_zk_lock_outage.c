@@ -65,6 +65,7 @@ ngx_zk_lock_outage_begin(ngx_zk_lock_session_t *s, ngx_msec_t since)
 static void
 ngx_zk_lock_outage_handler(ngx_event_t *ev)
 {
+    char                   *action;
     u_char                 *p;
     ngx_msec_t              out;
     ngx_zk_lock_session_t  *s;
@@ -98,12 +99,19 @@ ngx_zk_lock_outage_handler(ngx_event_t *ev)
 
     *p = '\0';
 
+    /* the line says what the session was doing: no "while ..." after it */
+
+    action = s->log.action;
+    s->log.action = NULL;
+
     ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                   "zookeeper unreachable for %Mms: %s; until it answers, "
                   "each lock refuses, lets through or leases locally as "
                   "its zk_lock_fail says, and holders let go at 3/4 of "
                   "the session timeout; check that the servers run and "
                   "that this host reaches them", out, cause);
+
+    s->log.action = action;
 }
 
 
@@ -112,6 +120,7 @@ ngx_zk_lock_outage_handler(ngx_event_t *ev)
 void
 ngx_zk_lock_outage_end(ngx_zk_lock_session_t *s)
 {
+    char                  *action;
     ngx_msec_t             out;
     ngx_zk_lock_outage_t  *o;
     u_char                 server[NGX_SOCKADDR_STRLEN + 1];
@@ -136,11 +145,16 @@ ngx_zk_lock_outage_end(ngx_zk_lock_session_t *s)
     out = ngx_current_msec - o->since;
     *ngx_zk_lock_outage_server(s, server, sizeof(server) - 1) = '\0';
 
+    action = s->log.action;
+    s->log.action = NULL;
+
     ngx_log_error(NGX_LOG_ERR, &s->log, 0,
                   "zookeeper usable again after %M.%Ms (%s): %ui "
                   "refused, %ui timed out, %ui let through meanwhile",
                   out / 1000, out % 1000 / 100, server, o->refused,
                   o->timed_out, o->through);
+
+    s->log.action = action;
 }
 
 
