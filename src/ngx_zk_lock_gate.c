@@ -785,8 +785,6 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
     /* a server that answers nothing is out of reach, a hang as a refusal */
     silent = s->connected && ngx_zk_lock_session_silent(s);
 
-    (void) ngx_zk_lock_gate_outage(s, out, sizeof(out));
-
     if (s->connected && !silent) {
         ngx_log_error(gate->log_level, gate->log, 0,
                       "%s \"%V\" not acquired in %Mms",
@@ -796,6 +794,10 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
         ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_TIMEOUT);
         return;
     }
+
+    /* the lines below refer to the outage (and a hang begins one) */
+
+    (void) ngx_zk_lock_gate_outage(s, out, sizeof(out));
 
     if (silent && !gate->fail_open) {
 
