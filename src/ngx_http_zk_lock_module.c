@@ -517,6 +517,7 @@ ngx_http_zk_lock_off(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 /*
  * zk_mutex <path> [timeout=<time>] [reentrant=on|off] [revocable=on|off]
+ *     [keep=<time>]
  * zk_semaphore <path> leases=<n> [timeout=<time>] [protocol=v1|v2]
  *     [weight=<n>|<$variable>] [keep=<time>]
  * zk_rwlock <path> read|write [timeout=<time>] [revocable=on|off]

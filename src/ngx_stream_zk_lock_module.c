@@ -292,7 +292,7 @@ ngx_stream_zk_lock_merge_srv_conf(ngx_conf_t *cf, void *parent, void *child)
 
 
 /*
- * zk_mutex <path> [timeout=<time>] [revocable=on|off]
+ * zk_mutex <path> [timeout=<time>] [revocable=on|off] [keep=<time>]
  * zk_semaphore <path> leases=<n> [timeout=<time>] [protocol=v1|v2]
  *     [weight=<n>|<$variable>] [keep=<time>]
  * zk_rwlock <path> read|write [timeout=<time>] [revocable=on|off]

@@ -12,7 +12,9 @@
 
 
 /*
- * Kept leases (zk_semaphore keep=<time>, protocol v1).  The nodes are
+ * Kept leases (zk_semaphore keep=<time>, protocol v1; zk_mutex keep=<time>
+ * is the same with one lease, and so passes the mutex between the
+ * instance's requests for a quantum: lock cohorting).  The nodes are
  * Curator's, "_c_<uuid>-lock-<seq>", and a node holds a lease while fewer
  * than "leases" children come before it, as ever; what changes is who
  * owns a node.  A worker's nodes on the path belong to its pool, not to

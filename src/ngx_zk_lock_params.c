@@ -161,8 +161,22 @@ ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
 
     if (lp->keep && lp->v2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"keep\" is not for \"protocol=v2\": its "
-                           "leases are taken under a mutex");
+                           (lp->type == NGX_ZK_LOCK_MUTEX)
+                           ? "\"keep\" is not for \"reentrant=off\": "
+                             "Curator's InterProcessSemaphoreMutex takes "
+                             "its lease under a mutex"
+                           : "\"keep\" is not for \"protocol=v2\": its "
+                             "leases are taken under a mutex");
+        return NGX_CONF_ERROR;
+    }
+
+    /* a kept mutex passes between requests: revoking it revokes them all */
+
+    if (lp->keep && lp->revocable) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"keep\" is not for \"revocable=on\": a kept "
+                           "mutex belongs to the instance, not to the "
+                           "request that a revoker would ask to let go");
         return NGX_CONF_ERROR;
     }
 
@@ -275,11 +289,18 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     /* leases a worker keeps: see ngx_zk_lock_keep.c */
 
     if (ngx_strncmp(value->data, "keep=", 5) == 0) {
-        return (lp->type == NGX_ZK_LOCK_SEMAPHORE)
-               ? ngx_zk_lock_params_keep(cf, lp, value)
-               : ngx_zk_lock_params_semaphore(cf, value,
-                                              "a worker keeps a lease, not "
-                                              "a lock that others wait for");
+
+        if (lp->type != NGX_ZK_LOCK_SEMAPHORE
+            && lp->type != NGX_ZK_LOCK_MUTEX)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"keep\" is only for \"zk_semaphore\" and "
+                               "\"zk_mutex\": a read lock is shared by "
+                               "requests, not passed between them");
+            return NGX_CONF_ERROR;
+        }
+
+        return ngx_zk_lock_params_keep(cf, lp, value);
     }
 
     /* Curator's Revocable: InterProcessMutex and the read/write lock */
@@ -413,7 +434,10 @@ ngx_zk_lock_params_semaphore(ngx_conf_t *cf, ngx_str_t *value,
 }
 
 
-/* keep=<time>: for a semaphore's leases only, which are alike */
+/*
+ * keep=<time>: a semaphore's leases, which are alike, or a mutex, which
+ * the instance then passes from request to request (lock cohorting)
+ */
 
 static char *
 ngx_zk_lock_params_keep(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
