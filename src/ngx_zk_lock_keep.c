@@ -54,6 +54,11 @@
  * Without others waiting, the worker queues as many nodes as its requests
  * need and the last listing showed free leases, and grows at once.
  *
+ * A read lock's pool (zk_rwlock read keep=) has no shares: readers share,
+ * so a lease of its takes any number of requests at once (its riders),
+ * one node serves them all, and the only participant that waits for it is
+ * a writer; see assign_read() and boards().
+ *
  * A lease (its node's moves are the recipe's, see recipe.h):
  *
  *             held                a request ends
@@ -75,6 +80,9 @@
  *   BUSY, lent to an owner that keeps it between its requests (a sibling
  *       worker's, zk_sessions) --wanted back (see lent())--> recalled: its
  *       owner ends it at once if idle, else at the end of its request
+ *   BUSY (a read lock's) --another request--> BUSY, one more rider; it
+ *       is BUSY until its last rider ends, and closed to new ones once a
+ *       writer has waited for it and it has served for a quantum
  */
 
 
@@ -125,10 +133,12 @@ typedef struct {
     ngx_queue_t                   queue;      /* in pool->leases */
     ngx_zk_lock_pool_t           *pool;
     ngx_zk_lock_node_t           *node;
-    ngx_zk_lock_node_t           *ticket;     /* BUSY: its request's */
+    ngx_queue_t                   riders;     /* BUSY: its requests' tickets */
+    ngx_uint_t                    busy;       /* riders: 1, but read locks' */
     ngx_zk_lock_keep_e            state;
     ngx_uint_t                    doomed;     /* a waiter watches it */
     ngx_uint_t                    excess;     /* beyond a lowered count */
+    ngx_uint_t                    closed;     /* a read lock's: no riders */
     ngx_event_t                   timer;      /* IDLE: keep, or the grace */
     ngx_msec_t                    since;      /* IDLE since */
     ngx_msec_t                    held_at;    /* its node came to hold */
@@ -137,6 +147,7 @@ typedef struct {
 
 struct ngx_zk_lock_pool_s {
     ngx_zk_lock_t                *lock;
+    ngx_zk_lock_kind_e            kind;       /* LEASE, or READ: shared */
     ngx_queue_t                   leases;     /* the idle first, see idle() */
     ngx_queue_t                   tickets;    /* waiting, first come first */
     ngx_uint_t                    ntickets;   /* alive, waiting or not */
@@ -174,7 +185,8 @@ typedef struct {
 
 
 static ngx_zk_lock_pool_t *ngx_zk_lock_keep_pool(
-    ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_zk_lock_kind_e kind,
+    ngx_uint_t leases,
     ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient);
 static ngx_int_t ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s,
@@ -186,12 +198,15 @@ static ngx_zk_lock_node_t *ngx_zk_lock_keep_ticket(
 static void ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_node_notify(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_assign_read(ngx_zk_lock_lease_t *lease,
+    ngx_uint_t fresh);
+static ngx_uint_t ngx_zk_lock_keep_boards(ngx_zk_lock_lease_t *lease);
 static void ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
-    ngx_zk_lock_node_t *ticket);
+    ngx_zk_lock_node_t *ticket, ngx_uint_t reused);
 static void ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease);
 static ngx_uint_t ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_patience_handler(ngx_event_t *ev);
-static void ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease);
+static void ngx_zk_lock_keep_recall(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease);
 static void ngx_zk_lock_keep_settle(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_check_idle(ngx_zk_lock_pool_t *pool);
@@ -211,6 +226,8 @@ static void ngx_zk_lock_keep_tell_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_free(ngx_zk_lock_t *lock);
+static void ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n);
 static ngx_uint_t ngx_zk_lock_keep_parts(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
     ngx_zk_lock_part_t *parts);
@@ -270,7 +287,8 @@ ngx_zk_lock_keep_report(ngx_zk_lock_params_t *lp, ngx_int_t idle,
 
 ngx_zk_lock_node_t *
 ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient, ngx_zk_lock_params_t *tag,
     ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall, void *data,
     ngx_log_t *log)
@@ -280,7 +298,7 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     ngx_zk_lock_node_t        *ticket;
     ngx_zk_lock_lease_t       *lease;
 
-    pool = ngx_zk_lock_keep_pool(s, path, leases, counter, keep,
+    pool = ngx_zk_lock_keep_pool(s, path, kind, leases, counter, keep,
                                  transient);
     if (pool == NULL) {
         return NULL;
@@ -297,7 +315,8 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     /*
      * The idle leases come first, the one idle last at the head: it is
-     * taken, and the others are let go after "keep"
+     * taken, and the others are let go after "keep".  A read lock's lease
+     * takes any number of riders.
      */
 
     for (q = ngx_queue_head(&pool->leases);
@@ -306,12 +325,22 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     {
         lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
+        if (pool->kind == NGX_ZK_LOCK_READ) {
+
+            if (ngx_zk_lock_keep_boards(lease)) {
+                ngx_zk_lock_keep_grant(lease, ticket, 1);
+                return ticket;
+            }
+
+            continue;
+        }
+
         if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
             break;
         }
 
         if (lease->node->state == NGX_ZK_LOCK_HELD) {
-            ngx_zk_lock_keep_grant(lease, ticket);
+            ngx_zk_lock_keep_grant(lease, ticket, 1);
             return ticket;
         }
     }
@@ -321,10 +350,13 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     /*
      * a lease lent and idle comes back within a round trip on a socket:
-     * no node queues for it meanwhile (a create and a delete)
+     * no node queues for it meanwhile (a create and a delete); a read
+     * lock's that is lent is closed, and serves nobody else
      */
 
-    if (ngx_zk_lock_keep_lent(pool) && !pool->patience.timer_set) {
+    if (pool->kind != NGX_ZK_LOCK_READ
+        && ngx_zk_lock_keep_lent(pool) && !pool->patience.timer_set)
+    {
         ngx_add_timer(&pool->patience, NGX_ZK_LOCK_KEEP_PATIENCE);
     }
 
@@ -338,8 +370,8 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
 static ngx_zk_lock_pool_t *
 ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
-    ngx_uint_t leases, ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
-    ngx_uint_t transient)
+    ngx_zk_lock_kind_e kind, ngx_uint_t leases,
+    ngx_zk_lock_counter_t *counter, ngx_msec_t keep, ngx_uint_t transient)
 {
     ngx_zk_lock_t       *lock;
     ngx_zk_lock_pool_t  *pool;
@@ -347,6 +379,15 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
     lock = ngx_zk_lock_path_find(s, path->data, path->len);
 
     if (lock && lock->pool) {
+
+        if (lock->pool->kind != kind) {
+            /* two paths from variables that name one node: not one pool */
+            ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                          "\"%V\" is kept as a read lock and as a "
+                          "mutex or semaphore at once", path);
+            return NULL;
+        }
+
         return lock->pool;
     }
 
@@ -357,6 +398,7 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     ngx_queue_init(&pool->leases);
     ngx_queue_init(&pool->tickets);
+    pool->kind = kind;
     pool->leases_n = leases;
     pool->counter = counter;
     pool->keep = keep;
@@ -411,7 +453,7 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
     info.data = buf;
     info.len = p - buf;
 
-    lease->node = ngx_zk_lock_acquire(s, path, NGX_ZK_LOCK_LEASE,
+    lease->node = ngx_zk_lock_acquire(s, path, pool->kind,
                                       leases, 1, counter, &info,
                                       pool->transient,
                                       ngx_zk_lock_keep_node_notify,
@@ -423,6 +465,7 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     lease->node->pooled = 1;
     lease->pool = pool;
+    ngx_queue_init(&lease->riders);
     lease->state = NGX_ZK_LOCK_KEEP_QUEUED;
     lease->timer.handler = ngx_zk_lock_keep_timer_handler;
     lease->timer.data = lease;
@@ -461,7 +504,7 @@ ngx_zk_lock_keep_ticket(ngx_zk_lock_pool_t *pool,
 
     ticket->lock = pool->lock;
     ticket->state = NGX_ZK_LOCK_PARKED;
-    ticket->kind = NGX_ZK_LOCK_LEASE;
+    ticket->kind = pool->kind;
     ticket->leases = pool->leases_n;
     ticket->weight = 1;
     ticket->ticket = 1;
@@ -506,7 +549,8 @@ ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool)
     }
 
     /* ngx_min() and ngx_max() are macros: no conditional in them */
-    want = pool->others ? 1 : ngx_max(pool->free, 1);
+    want = (pool->others || pool->kind == NGX_ZK_LOCK_READ)
+           ? 1 : ngx_max(pool->free, 1);
     want = ngx_min(tickets, want);
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, &s->log, 0,
@@ -606,6 +650,11 @@ ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
         lease->held_at = ngx_current_msec;
     }
 
+    if (pool->kind == NGX_ZK_LOCK_READ) {
+        ngx_zk_lock_keep_assign_read(lease, fresh);
+        return;
+    }
+
     wanted = !ngx_queue_empty(&pool->tickets)
              && lease->node->state == NGX_ZK_LOCK_HELD;
 
@@ -654,7 +703,7 @@ ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
         pool->lock->tickets--;
 
         ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
-        ngx_zk_lock_keep_grant(lease, ticket);
+        ngx_zk_lock_keep_grant(lease, ticket, !fresh);
         ngx_zk_lock_keep_tell(ticket);
 
         if (pool->lock->tickets == 0) {
@@ -669,12 +718,88 @@ ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
 }
 
 
+/*
+ * A read lock's lease (zk_rwlock read keep=): readers share it, so every
+ * request that waits boards it once it holds.  While a writer waits it
+ * serves those that come for a quantum since it came to hold, then
+ * closes (see boards()): the readers that come later queue a node behind
+ * the writer, first come first served, and the lease goes back once its
+ * last rider is done.  The writer so waits for a quantum and the longest
+ * read at most, and readers make no ZooKeeper call while none waits.
+ */
+
+static void
+ngx_zk_lock_keep_assign_read(ngx_zk_lock_lease_t *lease, ngx_uint_t fresh)
+{
+    ngx_queue_t          *q;
+    ngx_zk_lock_pool_t   *pool;
+    ngx_zk_lock_node_t   *ticket;
+
+    pool = lease->pool;
+
+    if (lease->node->state != NGX_ZK_LOCK_HELD
+        || (!fresh && (ngx_exiting || ngx_terminate || ngx_quit
+                       || !ngx_zk_lock_keep_boards(lease))))
+    {
+        ngx_zk_lock_keep_give_back(lease, pool->others);
+        return;
+    }
+
+    while (!ngx_queue_empty(&pool->tickets)) {
+        q = ngx_queue_head(&pool->tickets);
+        ngx_queue_remove(q);
+        pool->lock->tickets--;
+
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        ngx_zk_lock_keep_grant(lease, ticket, !fresh);
+        ngx_zk_lock_keep_tell(ticket);
+    }
+
+    if (lease->busy) {
+        /* the nodes queued for them wait for more, see linger() */
+        ngx_zk_lock_keep_linger(pool);
+        return;
+    }
+
+    ngx_zk_lock_keep_idle(lease);
+}
+
+
+/*
+ * A read lock's lease takes another rider while it holds, unless a
+ * writer has waited for it and it has served for a quantum: then it is
+ * closed for good
+ */
+
+static ngx_uint_t
+ngx_zk_lock_keep_boards(ngx_zk_lock_lease_t *lease)
+{
+    if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED
+        || lease->node->state != NGX_ZK_LOCK_HELD
+        || lease->node->error == NGX_ZK_LOCK_JEOPARDY
+        || lease->closed)
+    {
+        return 0;
+    }
+
+    if (lease->pool->others
+        && ngx_current_msec - lease->held_at >= NGX_ZK_LOCK_KEEP_QUANTUM)
+    {
+        lease->closed = 1;
+        return 0;
+    }
+
+    return 1;
+}
+
+
 /* the ticket holds: it shows its lease's node, the token included */
 
 static void
 ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
-    ngx_zk_lock_node_t *ticket)
+    ngx_zk_lock_node_t *ticket, ngx_uint_t reused)
 {
+    ngx_zk_lock_pool_t  *pool;
     ngx_zk_lock_node_t  *node;
 
     if (lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
@@ -687,15 +812,17 @@ ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
     }
 
     node = lease->node;
+    pool = lease->pool;
 
     /* a lease held before this request: no ZooKeeper call made for it */
-    ticket->reused = (lease->state != NGX_ZK_LOCK_KEEP_QUEUED);
+    ticket->reused = reused;
 
     lease->state = NGX_ZK_LOCK_KEEP_BUSY;
-    lease->ticket = ticket;
+    lease->busy++;
+    ngx_queue_insert_tail(&lease->riders, &ticket->queue);
 
     ngx_queue_remove(&lease->queue);
-    ngx_queue_insert_tail(&lease->pool->leases, &lease->queue);
+    ngx_queue_insert_tail(&pool->leases, &lease->queue);
 
     ticket->kept = lease;
     ticket->state = NGX_ZK_LOCK_HELD;
@@ -704,11 +831,17 @@ ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
     ticket->name_len = node->name_len;
     ngx_memcpy(ticket->name, node->name, sizeof(node->name));
 
-    if (lease->doomed || lease->excess || lease->pool->others
-        || lease->pool->lock->tickets || ngx_exiting)
+    /* to come back at the end of its request, whoever owns it */
+
+    if (pool->kind == NGX_ZK_LOCK_READ) {
+        if (pool->others || ngx_exiting) {
+            ngx_zk_lock_keep_recall(ticket);
+        }
+
+    } else if (lease->doomed || lease->excess || pool->others
+               || pool->lock->tickets || ngx_exiting)
     {
-        /* to come back at the end of its request, whoever owns it */
-        ngx_zk_lock_keep_recall(lease);
+        ngx_zk_lock_keep_recall(ticket);
     }
 }
 
@@ -726,8 +859,9 @@ ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
 static ngx_uint_t
 ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool)
 {
-    ngx_uint_t                 waiting;
-    ngx_queue_t               *q;
+    ngx_uint_t                 waiting, wanted;
+    ngx_queue_t               *q, *r;
+    ngx_zk_lock_node_t        *ticket;
     ngx_zk_lock_lease_t       *lease;
 
     waiting = pool->lock->tickets;
@@ -739,22 +873,38 @@ ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool)
     {
         lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
 
-        if (lease->state != NGX_ZK_LOCK_KEEP_BUSY
-            || lease->ticket->recall == NULL)
+        if (lease->state != NGX_ZK_LOCK_KEEP_BUSY) {
+            continue;
+        }
+
+        for (r = ngx_queue_head(&lease->riders);
+             r != ngx_queue_sentinel(&lease->riders);
+             r = ngx_queue_next(r))
         {
-            continue;
-        }
+            ticket = ngx_queue_data(r, ngx_zk_lock_node_t, queue);
 
-        if (lease->ticket->recalled) {
-            waiting -= (waiting > 0);
-            pool->recalled++;
-            continue;
-        }
+            if (ticket->recall == NULL) {
+                continue;
+            }
 
-        if (waiting || pool->others || lease->doomed || lease->excess) {
-            waiting -= (waiting > 0);
-            pool->recalled++;
-            ngx_zk_lock_keep_recall(lease);
+            if (ticket->recalled) {
+                waiting -= (waiting > 0);
+                pool->recalled++;
+                continue;
+            }
+
+            /* a read lock's riders do not keep others from boarding */
+
+            wanted = (pool->kind == NGX_ZK_LOCK_READ)
+                     ? pool->others || lease->closed
+                     : waiting || pool->others || lease->doomed
+                       || lease->excess;
+
+            if (wanted) {
+                waiting -= (waiting > 0);
+                pool->recalled++;
+                ngx_zk_lock_keep_recall(ticket);
+            }
         }
     }
 
@@ -795,12 +945,8 @@ ngx_zk_lock_keep_patience_handler(ngx_event_t *ev)
 
 
 static void
-ngx_zk_lock_keep_recall(ngx_zk_lock_lease_t *lease)
+ngx_zk_lock_keep_recall(ngx_zk_lock_node_t *ticket)
 {
-    ngx_zk_lock_node_t  *ticket;
-
-    ticket = lease->ticket;
-
     if (ticket->recall && !ticket->recalled) {
         ticket->recalled = 1;
         ticket->recall(ticket);
@@ -816,7 +962,6 @@ ngx_zk_lock_keep_idle(ngx_zk_lock_lease_t *lease)
     pool = lease->pool;
 
     lease->state = NGX_ZK_LOCK_KEEP_IDLE;
-    lease->ticket = NULL;
     lease->since = ngx_current_msec;
 
     pool->idle++;
@@ -970,6 +1115,7 @@ ngx_zk_lock_keep_give_back(ngx_zk_lock_lease_t *lease,
 static void
 ngx_zk_lock_keep_jeopardy(ngx_zk_lock_lease_t *lease)
 {
+    ngx_queue_t         *q;
     ngx_zk_lock_pool_t  *pool;
     ngx_zk_lock_node_t  *ticket;
 
@@ -978,9 +1124,16 @@ ngx_zk_lock_keep_jeopardy(ngx_zk_lock_lease_t *lease)
     switch (lease->state) {
 
     case NGX_ZK_LOCK_KEEP_BUSY:
-        ticket = lease->ticket;
-        ticket->error = NGX_ZK_LOCK_JEOPARDY;
-        ngx_zk_lock_keep_tell(ticket);
+
+        for (q = ngx_queue_head(&lease->riders);
+             q != ngx_queue_sentinel(&lease->riders);
+             q = ngx_queue_next(q))
+        {
+            ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+            ticket->error = NGX_ZK_LOCK_JEOPARDY;
+            ngx_zk_lock_keep_tell(ticket);
+        }
+
         return;
 
     case NGX_ZK_LOCK_KEEP_QUEUED:
@@ -1006,6 +1159,7 @@ ngx_zk_lock_keep_jeopardy(ngx_zk_lock_lease_t *lease)
 static void
 ngx_zk_lock_keep_drop(ngx_zk_lock_lease_t *lease)
 {
+    ngx_queue_t         *q;
     ngx_zk_lock_pool_t  *pool;
     ngx_zk_lock_node_t  *node, *ticket;
 
@@ -1026,11 +1180,17 @@ ngx_zk_lock_keep_drop(ngx_zk_lock_lease_t *lease)
     case NGX_ZK_LOCK_KEEP_BUSY:
         pool->held--;
 
-        ticket = lease->ticket;
-        ticket->kept = NULL;
-        ticket->state = NGX_ZK_LOCK_FAILED;
-        ticket->error = node->error;
-        ngx_zk_lock_keep_tell(ticket);
+        while (!ngx_queue_empty(&lease->riders)) {
+            q = ngx_queue_head(&lease->riders);
+            ngx_queue_remove(q);
+
+            ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+            ticket->kept = NULL;
+            ticket->state = NGX_ZK_LOCK_FAILED;
+            ticket->error = node->error;
+            ngx_zk_lock_keep_tell(ticket);
+        }
+
         break;
 
     default: /* IDLE */
@@ -1150,9 +1310,12 @@ ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
 
     case NGX_ZK_LOCK_HELD:
         lease = ticket->kept;
-        lease->ticket = NULL;
+        ngx_queue_remove(&ticket->queue);
 
-        if (lease->node->error == NGX_ZK_LOCK_JEOPARDY
+        if (--lease->busy) {
+            /* a read lock's other riders run on */
+
+        } else if (lease->node->error == NGX_ZK_LOCK_JEOPARDY
             || (ticket->spent && pool->lock->tickets == 0))
         {
             /* not kept: in jeopardy, or kept by its owner for "keep" */
@@ -1315,6 +1478,11 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
         return;
     }
 
+    if (pool->kind == NGX_ZK_LOCK_READ) {
+        ngx_zk_lock_keep_listed_read(pool, children, n);
+        return;
+    }
+
     /* the participants, then their demands */
 
     parts = ngx_alloc(n * sizeof(ngx_zk_lock_part_t)
@@ -1347,6 +1515,36 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     /* the listing's completion holds the lock meanwhile */
 
     ngx_zk_lock_keep_check_idle(pool);
+
+    ngx_zk_lock_keep_gc(pool);
+}
+
+
+/*
+ * A read lock's pool: readers share, so the only other participant that
+ * waits for its lease is a writer, who is in the listing
+ */
+
+static void
+ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n)
+{
+    ngx_uint_t  i;
+
+    pool->others = 0;
+
+    for (i = 0; i < n && children[i].seq < NGX_ZK_LOCK_SEQ_WRAPPED; i++) {
+        if (children[i].write) {
+            pool->others = 1;
+            break;
+        }
+    }
+
+    ngx_zk_lock_keep_lent(pool);
+
+    if (pool->others) {
+        ngx_zk_lock_keep_check_idle(pool);
+    }
 
     ngx_zk_lock_keep_gc(pool);
 }

@@ -17,14 +17,15 @@
 
 
 /*
- * zk_semaphore ... keep=<time>: a worker keeps the lease nodes that its
- * requests held, and hands them to its next requests without a ZooKeeper
- * call; see ngx_zk_lock_keep.c for the protocol.
+ * zk_semaphore, zk_mutex, zk_rwlock read ... keep=<time>: a worker keeps
+ * the nodes that its requests held, and hands them to its next requests
+ * without a ZooKeeper call; see ngx_zk_lock_keep.c for the protocol.
  */
 
 
 ngx_zk_lock_node_t *ngx_zk_lock_keep_acquire(
-    ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_uint_t leases,
+    ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_zk_lock_kind_e kind,
+    ngx_uint_t leases,
     ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
     ngx_uint_t transient, ngx_zk_lock_params_t *tag,
     ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall,

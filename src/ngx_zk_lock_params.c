@@ -290,13 +290,11 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
 
     if (ngx_strncmp(value->data, "keep=", 5) == 0) {
 
-        if (lp->type != NGX_ZK_LOCK_SEMAPHORE
-            && lp->type != NGX_ZK_LOCK_MUTEX)
-        {
+        if (lp->type == NGX_ZK_LOCK_RWLOCK_WRITE) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"keep\" is only for \"zk_semaphore\" and "
-                               "\"zk_mutex\": a read lock is shared by "
-                               "requests, not passed between them");
+                               "\"keep\" is not for the write lock of "
+                               "\"zk_rwlock\", only for its read lock, "
+                               "which readers share");
             return NGX_CONF_ERROR;
         }
 
@@ -435,8 +433,9 @@ ngx_zk_lock_params_semaphore(ngx_conf_t *cf, ngx_str_t *value,
 
 
 /*
- * keep=<time>: a semaphore's leases, which are alike, or a mutex, which
- * the instance then passes from request to request (lock cohorting)
+ * keep=<time>: a semaphore's leases, which are alike, a mutex, which the
+ * instance then passes from request to request (lock cohorting), or a
+ * read lock, which its readers share
  */
 
 static char *

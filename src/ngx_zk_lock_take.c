@@ -42,8 +42,8 @@ ngx_zk_lock_take(ngx_zk_lock_session_t *s,
                                          notify, data, log);
 
     } else if (ngx_zk_lock_kept(lp, weight, try)) {
-        return ngx_zk_lock_keep_acquire(s, path, lp->leases, counter,
-                                        lp->keep, lp->transient,
+        return ngx_zk_lock_keep_acquire(s, path, lp->kind, lp->leases,
+                                        counter, lp->keep, lp->transient,
                                         lp, notify, recall, data, log);
 
     } else {

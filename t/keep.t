@@ -4,9 +4,10 @@
 # with no ZooKeeper call; it gives idle leases back at once when another
 # participant waits on the path.
 #
-#  1. nginx -t: keep= on zk_rwlock, on zk_mutex reentrant=off or
+#  1. nginx -t: keep= on zk_rwlock write, on zk_mutex reentrant=off or
 #     revocable=on, keep= with protocol=v2, keep=abc fail, naming the
-#     problem; valid keep times pass (zk_mutex keep=: t/keep-mutex.t)
+#     problem; valid keep times pass (zk_mutex keep=: t/keep-mutex.t,
+#     zk_rwlock read keep=: t/keep-rwlock.t)
 #  2. the hot path (1 worker): 20 requests after the first run on its kept
 #     lease: all 200, the first one's token (the kept node's czxid), wait 0,
 #     ZooKeeper's zxid unchanged (no write), one Curator v1 node whose data
@@ -154,8 +155,8 @@ subtest 'nginx -t' => sub {
 EOF
     };
     for my $case (
-        [ 'keep= on zk_rwlock', 'zk_rwlock /m read keep=1s;',
-          qr/"keep" is only for "zk_semaphore" and "zk_mutex"/ ],
+        [ 'keep= on zk_rwlock write', 'zk_rwlock /m write keep=1s;',
+          qr/"keep" is not for the write lock of "zk_rwlock"/ ],
         [ 'keep= on zk_mutex reentrant=off', 'zk_mutex /m reentrant=off keep=1s;',
           qr/"keep" is not for "reentrant=off"/ ],
         [ 'keep= on zk_mutex revocable=on', 'zk_mutex /m keep=1s revocable=on;',
@@ -175,7 +176,8 @@ EOF
     for my $ok ('zk_semaphore /s leases=2 keep=1s timeout=2s;',
                 'zk_semaphore /s leases=2 keep=500ms protocol=v1;',
                 'zk_semaphore /s leases=4 keep=30s weight=2;',
-                'zk_mutex /m keep=1s timeout=2s;') {
+                'zk_mutex /m keep=1s timeout=2s;',
+                'zk_rwlock /m read keep=1s timeout=2s;') {
         my ($rc, $out) = nginx_test_conf($wrap->($ok));
         is($rc, 0, "passes: $ok") or diag $out;
     }
