@@ -278,13 +278,33 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     st = ngx_http_zk_lock_metrics_stat(shm, spec->index);
     g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
 
-    (void) ngx_atomic_fetch_add(&st->total[event], 1);
+    /*
+     * waits and releases move the worker's gauges only: no total of
+     * theirs is shown, and a locked add on a line the workers share
+     * costs every request
+     */
 
     switch (event) {
 
     case NGX_HTTP_ZK_LOCK_EV_WAIT:
         g->waiting++;
         return;
+
+    case NGX_HTTP_ZK_LOCK_EV_UNWAIT:
+        g->waiting--;
+        return;
+
+    case NGX_HTTP_ZK_LOCK_EV_RELEASED:
+        g->held--;
+        return;
+
+    default:
+        break;
+    }
+
+    (void) ngx_atomic_fetch_add(&st->total[event], 1);
+
+    switch (event) {
 
     case NGX_HTTP_ZK_LOCK_EV_ACQUIRED:
         g->held++;
@@ -301,14 +321,6 @@ ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
 
     case NGX_HTTP_ZK_LOCK_EV_LOCAL:
         g->held++;
-        return;
-
-    case NGX_HTTP_ZK_LOCK_EV_UNWAIT:
-        g->waiting--;
-        return;
-
-    case NGX_HTTP_ZK_LOCK_EV_RELEASED:
-        g->held--;
         return;
 
     default: /* TIMEOUT, ERROR, BYPASSED, REJECTED, LOST, REVOKED, REUSED,

@@ -1018,12 +1018,13 @@ ngx_zk_lock_gate_remember(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold)
 {
     u_char              *p, *path;
-    size_t               len;
+    size_t               n, len;
     ngx_zk_lock_node_t  *node;
 
     node = hold->node;
     path = ngx_zk_lock_node_path(node);
-    len = ngx_strlen(path) + 1 + node->name_len;
+    n = ngx_strlen(path);
+    len = n + 1 + node->name_len;
 
     p = ngx_pnalloc(gate->pool, len);
     if (p == NULL) {
@@ -1031,10 +1032,13 @@ ngx_zk_lock_gate_remember(ngx_zk_lock_gate_t *gate,
         return;
     }
 
+    /* copied, not printed: this runs for every lock a participant gets */
+
     hold->held.data = p;
-    hold->held.len = ngx_sprintf(p, "%s/%*s", path, node->name_len,
-                                 node->name)
-                     - p;
+    p = ngx_cpymem(p, path, n);
+    *p++ = '/';
+    ngx_memcpy(p, node->name, node->name_len);
+    hold->held.len = len;
     hold->token = node->czxid;
 }
 
