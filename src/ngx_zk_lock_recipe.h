@@ -158,8 +158,9 @@ struct ngx_zk_lock_node_s {
     /* created once this holds, released once told: see behind() */
     ngx_zk_lock_node_t      *gate;
 
-    /* a ticket's lease, see ngx_zk_lock_keep.c */
+    /* a ticket's lease, and when its request asked: see ngx_zk_lock_keep.c */
     void                         *kept;
+    ngx_msec_t                    asked;
 
     /*
      * A ticket lent to an owner that may keep it between its requests (a

@@ -15,11 +15,14 @@
 #                         [--clients fresh,keepalive] [--keep 1s,0]
 #                         [--seconds 6] [--conns 24] [--no-curator]
 #                         [--curator-seconds 12] [--sessions N]
-#                         [--reloads MS]
+#                         [--reloads MS] [--workers 2]
 #
 # --reloads MS: a reload storm: while each case's load runs, the first
 # instance is reloaded (SIGHUP to its master) every MS milliseconds, give
 # or take a quarter; compare its rows with those of a run without.
+#
+# --workers N: the workers of each instance (2 by default; 1 is how many
+# container deployments run nginx).
 #
 # --sessions N: "zk_sessions N" in every instance (N of its 2 workers keep
 # a ZooKeeper session and take the locks of the other: with 1, an nginx is
@@ -95,7 +98,9 @@ my $curator = 1;
 my $curator_seconds = 12;
 my $zk_sessions = 0;
 my $reloads = 0;
+my $workers = 2;
 GetOptions('sessions=i' => \$zk_sessions, 'reloads=i' => \$reloads,
+    'workers=i' => \$workers,
     'sizes=s' => \$sizes, 'leases=s' => \$leases,
     'clients=s' => \$clients, 'keep=s' => \$keeps,
     'seconds=i' => \$seconds, 'conns=i' => \$conns,
@@ -192,7 +197,7 @@ sub settled {
 sub fleet {
     my ($n, $l, $keep) = @_;
     my @ng = map { nginx_start(conf($l, $keep), zk => $zk, backend => $be,
-        workers => 2, log_level => 'warn') } 1 .. $n;
+        workers => $workers, log_level => 'warn') } 1 .. $n;
     settled(@ng);
     return @ng;
 }
@@ -368,8 +373,8 @@ sub case {
     return $r;
 }
 
-printf "%d clients, %d s per case, 20 ms backend, 2 workers per nginx, "
-    . "timeout=20s\n\n", $conns, $seconds;
+printf "%d clients, %d s per case, 20 ms backend, %d workers per nginx, "
+    . "timeout=20s\n\n", $conns, $seconds, $workers;
 header() if @sizes;
 
 for my $n (@sizes) {
