@@ -21,8 +21,8 @@
 #     request within a wide margin of instances x quantum; no node left
 #     once keep has passed
 #  3. clients that hang up before the lock, while waiting, at the grant
-#     and while holding: the others are served one at a time, and no node
-#     is left once keep has passed
+#     and while holding (the first one surely): the others are served one
+#     at a time, and no node is left once keep has passed
 #  4. a reload of one instance in the middle of the load: every request
 #     200, never two at the backend
 #  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
@@ -41,29 +41,6 @@ curator_prereqs();
 
 my $zk = zk_start();
 my $be = backend_start();
-
-# the server's last zxid: moves with every write (create, delete, session)
-sub zxid {
-    my ($z) = (zk_4lw($zk->port, 'srvr') // '') =~ /Zxid: 0x([0-9a-f]+)/;
-    return defined $z ? hex $z : 0;
-}
-
-# the ephemeral children of $path, from the server's 4lw "dump"
-sub eph_children {
-    my ($path) = @_;
-    my $d = zk_4lw($zk->port, 'dump', 5) // return ('(dump failed)');
-    return grep { defined } map { m{^\s+\Q$path\E/([^/\s]+)$} ? $1 : undef }
-        split /\n/, $d;
-}
-
-sub none_left {
-    my ($path, $timeout, $name) = @_;
-    local $Test::Builder::Level = $Test::Builder::Level + 1;
-    my $ok = wait_for(sub { !eph_children($path) }, $timeout, 0.05);
-    my @left = zk_children($zk, $path);
-    ok($ok && !@left, "$name: no node left under $path within $timeout s")
-        or diag explain [ eph_children($path), '--', @left ];
-}
 
 # the backend is told the request's number (load.py's n) as its id
 sub conf {
@@ -94,7 +71,7 @@ sub load {
     print $fh $ZkLock::Test::JSON->encode({ until => time + $secs,
         n0 => 1, clients => \@c });
     close $fh;
-    my $z0 = zxid();
+    my $z0 = zk_zxid($zk->port);
     my $pid = spawn(name => 'load.py', log => "$dir/load.log",
         cmd => [ $ZkLock::Test::PYTHON, 't/lib/load.py',
             '--spec', "$dir/spec.json", '--out', "$dir/out.json" ]);
@@ -102,7 +79,7 @@ sub load {
     proc_wait($pid, $secs + 40);
     my $res = eval { $ZkLock::Test::JSON->decode(slurp("$dir/out.json")) }
         // [];
-    return { res => $res, writes => zxid() - $z0 };
+    return { res => $res, writes => zk_zxid($zk->port) - $z0 };
 }
 
 ###############################################################################
@@ -117,9 +94,9 @@ subtest 'the hot path: no ZooKeeper call on the kept mutex' => sub {
     my $token = $first->{headers}{'x-token'} // '';
     like($token, qr/^\d+$/, '... with a token');
 
-    my $z0 = zxid();
+    my $z0 = zk_zxid($zk->port);
     my @r = map { $ng->get("/m?sleep=0&n=$_") } 2 .. 21;
-    my $z1 = zxid();
+    my $z1 = zk_zxid($zk->port);
     is(scalar(grep { $_->{status} == 200 } @r), 20, '20 more: all 200');
     is(scalar(grep { ($_->{headers}{'x-token'} // '') eq $token } @r), 20,
         '... all with the first one\'s token');
@@ -141,7 +118,7 @@ subtest 'the hot path: no ZooKeeper call on the kept mutex' => sub {
     cmp_ok($next->{headers}{'x-token'} // 0, '>', $token,
         '... on a new node, with a larger token');
     $ng->stop;
-    none_left('/km/hot', 5, 'nginx stopped');
+    no_ephemerals($zk, '/km/hot', 'nginx stopped', 5);
 };
 
 ###############################################################################
@@ -224,7 +201,7 @@ subtest 'a fleet of 3 nginx x 2 workers and Curator' => sub {
         . '(3 instances x 0.6 s quantum, wide margin)', $longest));
 
     $_->stop for @plain;
-    none_left('/km/fleet', 6, 'keep (1 s) passed');
+    no_ephemerals($zk, '/km/fleet', 'keep (1 s) passed', 6);
     $_->stop for @fleet;
 };
 
@@ -236,7 +213,11 @@ subtest 'clients that hang up at any moment' => sub {
     ok(sessions_connected(@fleet), 'connected');
     $be->reset;
 
-    # a holder, then waiters on both instances, some of which hang up
+    # a holder that hangs up while it holds, then waiters on both
+    # instances, some of which hang up (waiting, at the grant, holding)
+    http_abort_after($fleet[0]->port, '/m?sleep=5000&n=90', 1.5);
+    ok(wait_for(sub { $be->stats('hang')->{inflight} }, 5),
+        'the first client holds');
     my $bg = http_parallel_bg([ map {
         [ $fleet[$_ % 2]->port, "/m?sleep=300&n=$_" ] } 1 .. 8 ],
         timeout => 30, stagger => 0.05);
@@ -253,11 +234,11 @@ subtest 'clients that hang up at any moment' => sub {
     is(overlap('hang', 1), 1, 'never two at the backend (but for calls '
         . 'hung up on, which end when the backend notices)');
     my $hung = grep { $_->[4] } @{ $be->calls->{hang} // [] };
-    cmp_ok($hung, '>', 0, "some clients hung up while holding ($hung)");
+    cmp_ok($hung, '>', 0, "clients hung up while holding ($hung)");
     is($be->stats('hang')->{inflight}, 0, 'none left running');
     my $after = $fleet[0]->get('/m?sleep=0&n=200');
     is($after->{status}, 200, 'a request after them: 200');
-    none_left('/km/hang', 6, 'keep (1 s) passed');
+    no_ephemerals($zk, '/km/hang', 'keep (1 s) passed', 6);
     $_->stop for @fleet;
 };
 
@@ -278,7 +259,7 @@ subtest 'a reload in the middle of the load' => sub {
         'every request 200')
         or diag explain [ grep { $_->{status} != 200 } @$res ];
     is($be->stats('reload')->{max}, 1, 'never two at the backend');
-    none_left('/km/reload', 8, 'keep (1 s) passed');
+    no_ephemerals($zk, '/km/reload', 'keep (1 s) passed', 8);
     $_->stop for @fleet;
 };
 

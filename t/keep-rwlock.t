@@ -31,27 +31,6 @@ curator_prereqs();
 my $zk = zk_start();
 my $be = backend_start();
 
-sub zxid {
-    my ($z) = (zk_4lw($zk->port, 'srvr') // '') =~ /Zxid: 0x([0-9a-f]+)/;
-    return defined $z ? hex $z : 0;
-}
-
-sub eph_children {
-    my ($path) = @_;
-    my $d = zk_4lw($zk->port, 'dump', 5) // return ('(dump failed)');
-    return grep { defined } map { m{^\s+\Q$path\E/([^/\s]+)$} ? $1 : undef }
-        split /\n/, $d;
-}
-
-sub none_left {
-    my ($path, $timeout, $name) = @_;
-    local $Test::Builder::Level = $Test::Builder::Level + 1;
-    my $ok = wait_for(sub { !eph_children($path) }, $timeout, 0.05);
-    my @left = zk_children($zk, $path);
-    ok($ok && !@left, "$name: no node left under $path within $timeout s")
-        or diag explain [ eph_children($path), '--', @left ];
-}
-
 # reads and writes on one backend key; the id says which is which
 sub conf {
     my ($path) = @_;
@@ -115,11 +94,11 @@ subtest 'the hot path: readers share one kept node' => sub {
     like($kids[0] // '', qr/^_c_[0-9a-f-]{36}-__READ__\d{10}\z/,
         '... named as Curator names a read lock\'s');
 
-    my $z0 = zxid();
+    my $z0 = zk_zxid($zk->port);
     my @r = map { $ng->get("/r?sleep=0&n=$_") } 100 .. 119;
     is(scalar(grep { $_->{status} == 200 } @r), 20,
         '20 more on fresh connections: all 200');
-    is(zxid(), $z0, '... with no ZooKeeper write');
+    is(zk_zxid($zk->port), $z0, '... with no ZooKeeper write');
 
     my $t0 = time;
     my $c = curator($zk, 'read', '/kr/hot', 200, 1, 10000);
@@ -130,7 +109,7 @@ subtest 'the hot path: readers share one kept node' => sub {
     is(http_parallel_collect($bg, 10)->[0]{status}, 200,
         'an nginx read meanwhile: 200');
     $ng->stop;
-    none_left('/kr/hot', 5, 'nginx stopped');
+    no_ephemerals($zk, '/kr/hot', 'nginx stopped', 5);
 };
 
 ###############################################################################
@@ -181,7 +160,7 @@ subtest 'writers under a steady read load' => sub {
     my %tokens = map { $_->{lock} => 1 } @$res;
     cmp_ok(scalar(keys %tokens), '<', @$res / 5,
         scalar(keys %tokens) . ' read nodes for ' . @$res . ' reads');
-    none_left('/kr/mix', 6, 'keep (1 s) passed');
+    no_ephemerals($zk, '/kr/mix', 'keep (1 s) passed', 6);
     $_->stop for @fleet;
 };
 
@@ -213,7 +192,7 @@ subtest 'readers that hang up while a writer waits' => sub {
         @{ http_parallel_collect($more, 25) }), 8, 'the reads: all 200');
     my (undef, $bad) = exclusion('hang');
     is($bad, 0, 'no write beside any other call');
-    none_left('/kr/hang', 6, 'keep (1 s) passed');
+    no_ephemerals($zk, '/kr/hang', 'keep (1 s) passed', 6);
     $ng->stop;
 };
 

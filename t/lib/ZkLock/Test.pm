@@ -151,6 +151,8 @@ session: node gone when it returns; waits for a reconnect first if the
 holder is disconnected, e.g. right after $zk->restart), kill (SIGKILL: node stays until the
 session expires on the server);
 zk_4lw($port, $cmd, $timeout) -> reply text or undef;
+zk_zxid($port) -> the server's last zxid (moves with every write), 0 if
+it does not answer;
 http2_listen() -> ($listen_suffix, $server_directive): cleartext HTTP/2
 for the nginx under test: (" http2", "") before 1.25, ("", "http2 on;")
 since; use as "listen 127.0.0.1:%%PORT%%$suffix; $directive";
@@ -230,7 +232,7 @@ our @EXPORT = qw(
     http_get http_parallel http_parallel_bg http_parallel_collect
     http_abort_after
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
-    zk_wait_gone zk_hold zk_4lw curator_name
+    zk_wait_gone zk_hold zk_4lw zk_zxid curator_name
     http2_listen h2_client h3_browser
     wait_for free_port proc_wait pid_alive started_pids tempdir
     sessions_connected no_ephemerals cpu_seconds peak_in_flight

@@ -36,6 +36,14 @@ sub zk_4lw {
     return length $buf ? $buf : undef;
 }
 
+# the server's last zxid (0 if it does not answer): it moves with every
+# write, so that a test can count the writes made meanwhile
+sub zk_zxid {
+    my ($port) = @_;
+    my ($z) = (zk_4lw($port, 'srvr') // '') =~ /Zxid: 0x([0-9a-f]+)/;
+    return defined $z ? hex $z : 0;
+}
+
 sub zk_start {
     my (%opt) = @_;
     require_prereqs(qw(zookeeper kazoo));
