@@ -27,6 +27,8 @@ ngx_zk_lock_type_t  ngx_zk_lock_types[] = {
  */
 
 
+static char *ngx_zk_lock_params_combined(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp);
 static char *ngx_zk_lock_params_one(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static ngx_uint_t ngx_zk_lock_params_duplicate(ngx_str_t *value,
@@ -159,31 +161,7 @@ ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
         return NGX_CONF_ERROR;
     }
 
-    if (lp->keep && lp->v2) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           (lp->type == NGX_ZK_LOCK_MUTEX)
-                           ? "\"keep\" is not for \"reentrant=off\": "
-                             "Curator's InterProcessSemaphoreMutex takes "
-                             "its lease under a mutex"
-                           : "\"keep\" is not for \"protocol=v2\": its "
-                             "leases are taken under a mutex");
-        return NGX_CONF_ERROR;
-    }
-
-    /* a kept mutex passes between requests: revoking it revokes them all */
-
-    if (lp->keep && lp->revocable) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"keep\" is not for \"revocable=on\": a kept "
-                           "mutex belongs to the instance, not to the "
-                           "request that a revoker would ask to let go");
-        return NGX_CONF_ERROR;
-    }
-
-    if (lp->revocable && lp->v2) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"revocable=on\" is not for \"reentrant=off\", "
-                           "which Curator's InterProcessSemaphoreMutex is");
+    if (ngx_zk_lock_params_combined(cf, lp) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 
@@ -206,6 +184,43 @@ ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
 
     /* the node the core makes for it, once the parameters have said */
     lp->kind = ngx_zk_lock_types[lp->type].kind;
+
+    return NGX_CONF_OK;
+}
+
+
+/* parameters that do not go together: each said, rather than ignored */
+
+static char *
+ngx_zk_lock_params_combined(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
+{
+    if (lp->keep && lp->v2) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           (lp->type == NGX_ZK_LOCK_MUTEX)
+                           ? "\"keep\" is not for \"reentrant=off\": "
+                             "Curator's InterProcessSemaphoreMutex takes "
+                             "its lease under a mutex"
+                           : "\"keep\" is not for \"protocol=v2\": its "
+                             "leases are taken under a mutex");
+        return NGX_CONF_ERROR;
+    }
+
+    /* a kept node serves many requests: revoking it revokes them all */
+
+    if (lp->keep && lp->revocable) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"keep\" is not for \"revocable=on\": a kept "
+                           "lock belongs to the instance, not to the "
+                           "request that a revoker would ask to let go");
+        return NGX_CONF_ERROR;
+    }
+
+    if (lp->revocable && lp->v2) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"revocable=on\" is not for \"reentrant=off\", "
+                           "which Curator's InterProcessSemaphoreMutex is");
+        return NGX_CONF_ERROR;
+    }
 
     return NGX_CONF_OK;
 }
