@@ -304,15 +304,6 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     /* leases a worker keeps: see ngx_zk_lock_keep.c */
 
     if (ngx_strncmp(value->data, "keep=", 5) == 0) {
-
-        if (lp->type == NGX_ZK_LOCK_RWLOCK_WRITE) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"keep\" is not for the write lock of "
-                               "\"zk_rwlock\", only for its read lock, "
-                               "which readers share");
-            return NGX_CONF_ERROR;
-        }
-
         return ngx_zk_lock_params_keep(cf, lp, value);
     }
 
@@ -458,6 +449,14 @@ ngx_zk_lock_params_keep(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     ngx_str_t *value)
 {
     ngx_str_t  s;
+
+    if (lp->type == NGX_ZK_LOCK_RWLOCK_WRITE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"keep\" is not for the write lock of "
+                           "\"zk_rwlock\", only for its read lock, "
+                           "which readers share");
+        return NGX_CONF_ERROR;
+    }
 
     s.len = value->len - 5;
     s.data = value->data + 5;
