@@ -1063,6 +1063,9 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
         return ngx_zk_lock_session_init(cycle, s);
     }
 
+    /* a worker that ZooKeeper refuses a session asks a sibling's broker */
+    s->siblings = (sessions > 1 && ngx_process == NGX_PROCESS_WORKER);
+
     if (ngx_zk_lock_session_init(cycle, s) != NGX_OK) {
         return NGX_ERROR;
     }
@@ -1098,12 +1101,15 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 /* the recipes take up their work, and local leases end */
 
 /*
- * How many workers have a session of their own.  ZooKeeper lets one
- * address connect maxClientCnxns times (60 by default), counted over
- * every nginx behind it and doubled during a reload: by default a session
- * per worker up to NGX_HTTP_ZK_LOCK_SESSIONS workers, and that many
- * brokers for more, whatever worker_processes.  0: one per worker.  A
- * sibling takes no local lease (zk_lock_fail local=): then one per worker.
+ * How many workers have a session of their own, each a broker for the
+ * others.  ZooKeeper lets one address connect maxClientCnxns times (60 by
+ * default), counted over every nginx behind it and doubled during a
+ * reload: by default a session per worker up to NGX_HTTP_ZK_LOCK_SESSIONS
+ * workers, and that many brokers for more, whatever worker_processes;
+ * the brokers also serve a worker whose own session ZooKeeper refuses
+ * (several nginx behind one address).  0: one per worker, and no broker.
+ * A sibling takes no local lease (zk_lock_fail local=): then one per
+ * worker.
  */
 
 static ngx_uint_t
@@ -1125,13 +1131,12 @@ ngx_http_zk_lock_sessions(ngx_cycle_t *cycle,
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
 
-    if (lmcf->local_used
-        || ccf->worker_processes <= NGX_HTTP_ZK_LOCK_SESSIONS)
-    {
+    if (lmcf->local_used || ccf->worker_processes < 2) {
         return 0;
     }
 
-    return NGX_HTTP_ZK_LOCK_SESSIONS;
+    return ngx_min((ngx_uint_t) ccf->worker_processes,
+                   NGX_HTTP_ZK_LOCK_SESSIONS);
 }
 
 

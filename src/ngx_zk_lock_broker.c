@@ -49,6 +49,8 @@ typedef struct {
 } ngx_zk_lock_ask_t;
 
 
+static ngx_int_t ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s);
+static void ngx_zk_lock_broker_reach(ngx_zk_lock_session_t *s);
 static void ngx_zk_lock_broker_accept(ngx_event_t *ev);
 static void ngx_zk_lock_broker_read(ngx_event_t *rev);
 static ngx_int_t ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask);
@@ -66,6 +68,8 @@ static void ngx_zk_lock_broker_close(ngx_zk_lock_ask_t *ask);
 
 static ngx_zk_lock_session_t  *ngx_zk_lock_broker_session;
 static ngx_array_t                 *ngx_zk_lock_broker_specs;
+static ngx_uint_t                   ngx_zk_lock_broker_generation;
+static ngx_connection_t            *ngx_zk_lock_broker_listener;
 static ngx_queue_t                  ngx_zk_lock_broker_asks;
 static ngx_event_t                  ngx_zk_lock_broker_beater;
 
@@ -147,23 +151,58 @@ ngx_int_t
 ngx_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
     ngx_array_t *specs, ngx_uint_t generation)
 {
+    ngx_zk_lock_broker_session = s;
+    ngx_zk_lock_broker_specs = specs;
+    ngx_zk_lock_broker_generation = generation;
+    ngx_queue_init(&ngx_zk_lock_broker_asks);
+
+    if (ngx_zk_lock_broker_listen(s) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (ngx_zk_lock_broker_listener == NULL) {
+        return NGX_OK;
+    }
+
+    s->reach_handler = ngx_zk_lock_broker_reach;
+
+    /*
+     * the debug log of a timer names its event's connection (one closed
+     * stays readable, among the cycle's connections)
+     */
+    ngx_zk_lock_broker_beater.data = ngx_zk_lock_broker_listener;
+    ngx_zk_lock_broker_beater.handler = ngx_zk_lock_broker_beat;
+    ngx_zk_lock_broker_beater.log = &s->log;
+    ngx_zk_lock_broker_beater.cancelable = 1;
+    ngx_zk_lock_broker_beat(&ngx_zk_lock_broker_beater);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The broker's name, listened on while its session can take locks: the
+ * asks of siblings go to another broker, at once, while it has none
+ * (ZooKeeper refused it, maxClientCnxns), or it may have expired
+ */
+
+static ngx_int_t
+ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s)
+{
     socklen_t           len;
     ngx_socket_t        fd;
     ngx_connection_t   *c;
     struct sockaddr_un  sun;
 
-    ngx_zk_lock_broker_session = s;
-    ngx_zk_lock_broker_specs = specs;
-    ngx_queue_init(&ngx_zk_lock_broker_asks);
-
     fd = ngx_socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd == (ngx_socket_t) -1) {
-        ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_socket_errno,
+        ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_socket_errno,
                       ngx_socket_n " for the zk_sessions broker failed");
         return NGX_ERROR;
     }
 
-    len = ngx_zk_lock_broker_addr(&sun, generation, ngx_worker);
+    len = ngx_zk_lock_broker_addr(&sun, ngx_zk_lock_broker_generation,
+                                  ngx_worker);
 
     /*
      * The name is free unless another process of this nginx has it: a
@@ -174,14 +213,14 @@ ngx_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
         || listen(fd, NGX_LISTEN_BACKLOG) == -1
         || ngx_nonblocking(fd) == -1)
     {
-        ngx_log_error(NGX_LOG_ALERT, cycle->log, ngx_socket_errno,
+        ngx_log_error(NGX_LOG_ALERT, &s->log, ngx_socket_errno,
                       "zk_sessions broker of worker %ui cannot listen, "
                       "its siblings ask another", ngx_worker);
         (void) ngx_close_socket(fd);
         return NGX_OK;
     }
 
-    c = ngx_get_connection(fd, cycle->log);
+    c = ngx_get_connection(fd, &s->log);
     if (c == NULL) {
         (void) ngx_close_socket(fd);
         return NGX_ERROR;
@@ -199,14 +238,49 @@ ngx_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
         return NGX_ERROR;
     }
 
-    /* the debug log of a timer names its event's connection */
-    ngx_zk_lock_broker_beater.data = c;
-    ngx_zk_lock_broker_beater.handler = ngx_zk_lock_broker_beat;
-    ngx_zk_lock_broker_beater.log = &s->log;
-    ngx_zk_lock_broker_beater.cancelable = 1;
-    ngx_zk_lock_broker_beat(&ngx_zk_lock_broker_beater);
+    ngx_zk_lock_broker_listener = c;
 
     return NGX_OK;
+}
+
+
+/*
+ * The session is gone, or back: the broker stops listening, or listens
+ * again.  The asks it holds stay: their nodes go by the session's news.
+ */
+
+static void
+ngx_zk_lock_broker_reach(ngx_zk_lock_session_t *s)
+{
+    ngx_connection_t  *c;
+
+    c = ngx_zk_lock_broker_listener;
+
+    if (ngx_zk_lock_session_gone(s) && c) {
+
+        /* those already waiting to be accepted are told to look elsewhere */
+        ngx_zk_lock_broker_accept(c->read);
+
+        ngx_close_connection(c);
+        ngx_zk_lock_broker_listener = NULL;
+
+        ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                      "zk_sessions broker of worker %ui takes no asks "
+                      "while its session is out of reach", ngx_worker);
+        return;
+    }
+
+    if (!ngx_zk_lock_session_gone(s) && c == NULL && !s->exiting
+        && !ngx_exiting && !ngx_terminate && !ngx_quit)
+    {
+        if (ngx_zk_lock_broker_listen(s) == NGX_OK
+            && ngx_zk_lock_broker_listener)
+        {
+            ngx_log_error(NGX_LOG_INFO, &s->log, 0,
+                          "zk_sessions broker of worker %ui takes asks "
+                          "again", ngx_worker);
+        }
+    }
 }
 
 
@@ -243,6 +317,13 @@ ngx_zk_lock_broker_accept(ngx_event_t *ev)
             }
 
             return;
+        }
+
+        if (ngx_zk_lock_session_gone(ngx_zk_lock_broker_session)) {
+            /* "n": no session to take it with, the worker asks another */
+            (void) send(fd, "n\n", 2, 0);
+            (void) ngx_close_socket(fd);
+            continue;
         }
 
         ask = NULL;

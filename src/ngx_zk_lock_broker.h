@@ -30,8 +30,11 @@
  * where the sign names the configuration and the directive's lock (see
  * broker_sign()): a broker refuses an ask that is not for one of its own
  * locks, so that no mix-up of names can ever lend a lease of another lock.
- * The broker takes the lock as the request would (ngx_zk_lock_take())
- * and tells every change of its node:
+ * A broker listens only while its session is usable, and answers "n\n"
+ * to an ask that comes as it stops (its session was refused, or is in
+ * jeopardy): the worker asks the next broker.  Otherwise the broker takes
+ * the lock as the request would (ngx_zk_lock_take()) and tells every
+ * change of its node:
  *
  *   "<state> <error> <seq> <czxid> <reused> <name>\n"
  *

@@ -32,6 +32,8 @@ static void ngx_zk_lock_gate_next(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_go(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
+static ngx_int_t ngx_zk_lock_gate_unreached(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold);
 static ngx_uint_t ngx_zk_lock_gate_long(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_rewind(ngx_zk_lock_gate_t *gate,
@@ -78,7 +80,6 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
     ngx_int_t                 rc;
     ngx_zk_lock_session_t    *s;
     ngx_zk_lock_gate_hold_t  *hold;
-    u_char                    out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
 
     s = gate->session;
     hold = &gate->holds[0];
@@ -98,20 +99,16 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
     if (!(gate->fail_local && ngx_zk_lock_session_gone(s))
         && (ngx_zk_lock_session_gone(s) || (s->down && gate->fail_open)))
     {
-        ngx_log_error(NGX_LOG_ERR, gate->log, 0,
-                      "%s \"%V\" %s: no zookeeper connection%s",
-                      ngx_zk_lock_gate_directive(hold), &hold->path,
-                      gate->fail_open ? "bypassed" : "refused",
-                      ngx_zk_lock_gate_outage(s, out, sizeof(out)));
+        /*
+         * a worker that ZooKeeper refuses a session (maxClientCnxns) asks
+         * a sibling's broker first: refused only if none takes the ask
+         */
 
-        if (gate->fail_open) {
-            ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_BYPASSED);
-            gate->done = 1;
-            return NGX_OK;
+        if (!(s->siblings && ngx_zk_lock_session_none(s))) {
+            return ngx_zk_lock_gate_unreached(gate, hold);
         }
 
-        ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_ERROR);
-        return NGX_DECLINED;
+        gate->elsewhere = 1;
     }
 
     if (ngx_zk_lock_gate_full(gate)) {
@@ -123,6 +120,12 @@ ngx_zk_lock_gate_start(ngx_zk_lock_gate_t *gate)
     gate->started = ngx_current_msec;
 
     rc = ngx_zk_lock_gate_take(gate);
+
+    gate->elsewhere = 0;
+
+    if (rc == NGX_ABORT) {
+        return ngx_zk_lock_gate_unreached(gate, hold);
+    }
 
     if (rc == NGX_DECLINED) {
         ngx_zk_lock_gate_give_back(gate);
@@ -153,6 +156,31 @@ ngx_zk_lock_gate_full(ngx_zk_lock_gate_t *gate)
     }
 
     return 0;
+}
+
+
+/* no zookeeper connection: refused, or let through (zk_lock_fail open) */
+
+static ngx_int_t
+ngx_zk_lock_gate_unreached(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold)
+{
+    u_char  out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
+
+    ngx_log_error(NGX_LOG_ERR, gate->log, 0,
+                  "%s \"%V\" %s: no zookeeper connection%s",
+                  ngx_zk_lock_gate_directive(hold), &hold->path,
+                  gate->fail_open ? "bypassed" : "refused",
+                  ngx_zk_lock_gate_outage(gate->session, out, sizeof(out)));
+
+    if (gate->fail_open) {
+        ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_BYPASSED);
+        gate->done = 1;
+        return NGX_OK;
+    }
+
+    ngx_zk_lock_gate_result(gate, hold, NGX_ZK_LOCK_GATE_ERROR);
+    return NGX_DECLINED;
 }
 
 
@@ -276,6 +304,16 @@ ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
                            ngx_zk_lock_gate_told, gate, gate->log);
     if (node == NULL) {
         return NGX_ERROR;
+    }
+
+    if (gate->elsewhere) {
+        gate->elsewhere = 0;
+
+        if (node->state == NGX_ZK_LOCK_FAILED) {
+            /* no sibling's broker took it either: refused as at the start */
+            ngx_zk_lock_release(node);
+            return NGX_ABORT;
+        }
     }
 
     hold->node = node;
@@ -776,7 +814,7 @@ static void
 ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold)
 {
-    ngx_uint_t              silent;
+    ngx_uint_t              silent, reached;
     ngx_zk_lock_session_t  *s;
     u_char                  out[NGX_ZK_LOCK_GATE_OUTAGE_LEN];
 
@@ -785,7 +823,10 @@ ngx_zk_lock_gate_expired(ngx_zk_lock_gate_t *gate,
     /* a server that answers nothing is out of reach, a hang as a refusal */
     silent = s->connected && ngx_zk_lock_session_silent(s);
 
-    if (s->connected && !silent) {
+    /* a worker that has no session waits through a sibling's, connected */
+    reached = s->connected || (s->siblings && ngx_zk_lock_session_none(s));
+
+    if (reached && !silent) {
         ngx_log_error(gate->log_level, gate->log, 0,
                       "%s \"%V\" not acquired in %Mms",
                       ngx_zk_lock_gate_directive(hold), &hold->path,

@@ -146,6 +146,7 @@ struct ngx_zk_lock_gate_s {
     unsigned                      waiting:1;
     unsigned                      done:1;     /* all held, or let through */
     unsigned                      local:1;    /* a local lease among them */
+    unsigned                      elsewhere:1; /* no session: a sibling's? */
 };
 
 

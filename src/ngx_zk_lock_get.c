@@ -42,6 +42,11 @@ ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
             return node;
         }
 
+        if (ngx_zk_lock_session_none(s)) {
+            /* nor does the worker's own session: the caller refuses */
+            return node;
+        }
+
         /* worker 0 does not listen yet, or any more: the worker's own pool */
         ngx_zk_lock_release(node);
     }
@@ -69,11 +74,14 @@ ngx_zk_lock_get_waiting(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
 /*
  * Whether the worker's node in a lock is taken by another worker's
  * session: a worker without one (zk_sessions), or a kept lease, which is
- * worker 0's; "keep" as ngx_zk_lock_kept() says
+ * worker 0's, or a worker whose own session ZooKeeper refuses (or cannot
+ * be reached for) while a sibling's may serve; "keep" as
+ * ngx_zk_lock_kept() says
  */
 
 static ngx_uint_t
 ngx_zk_lock_get_remote(ngx_zk_lock_session_t *s, ngx_msec_t keep)
 {
-    return s->brokered || (keep && s->borrow);
+    return s->brokered || (keep && s->borrow)
+           || (s->siblings && ngx_zk_lock_session_none(s));
 }

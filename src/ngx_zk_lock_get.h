@@ -24,8 +24,9 @@
  *           semaphore v2, or keep= wrapping a recipe, as the keepalive
  *           module wraps a balancer)
  *       --> a sibling's session (zk_sessions: ngx_zk_lock_remote.c), for
- *           a worker without one, and for a lease kept for the whole
- *           instance (worker 0's); the worker's own if none answers
+ *           a worker without one, or whose own ZooKeeper refused, and for
+ *           a lease kept for the whole instance (worker 0's); the
+ *           worker's own if none answers
  */
 
 ngx_zk_lock_node_t *ngx_zk_lock_get(ngx_zk_lock_session_t *s,

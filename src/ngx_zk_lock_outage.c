@@ -104,12 +104,29 @@ ngx_zk_lock_outage_handler(ngx_event_t *ev)
     action = s->log.action;
     s->log.action = NULL;
 
-    ngx_log_error(NGX_LOG_ERR, &s->log, 0,
-                  "zookeeper unreachable for %Mms: %s; until it answers, "
-                  "each lock refuses, lets through or leases locally as "
-                  "its zk_lock_fail says, and holders let go at 3/4 of "
-                  "the session timeout; check that the servers run and "
-                  "that this host reaches them", out, cause);
+    if (s->siblings && ngx_zk_lock_session_none(s)) {
+
+        /* refused a session, as maxClientCnxns does, while siblings serve */
+
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zookeeper unreachable for %Mms: %s; until it "
+                      "answers, the worker takes its locks through the "
+                      "session of another worker (zk_sessions), and where "
+                      "none has one, each lock refuses, lets through or "
+                      "leases locally as its zk_lock_fail says; check that "
+                      "the servers run, that this host reaches them, and "
+                      "their maxClientCnxns against the connections of "
+                      "every nginx behind this address", out, cause);
+
+    } else {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zookeeper unreachable for %Mms: %s; until it "
+                      "answers, each lock refuses, lets through or leases "
+                      "locally as its zk_lock_fail says, and holders let "
+                      "go at 3/4 of the session timeout; check that the "
+                      "servers run and that this host reaches them",
+                      out, cause);
+    }
 
     s->log.action = action;
 }

@@ -16,8 +16,9 @@
  * A node held for this worker by a broker's session: the owner sees a
  * node like any other, moved by the broker's lines (PARKED until the
  * first), and released by closing the connection.  No broker to reach
- * fails it with ZCONNECTIONLOSS, as no session would: the owner goes by
- * zk_lock_fail.  A broker that goes (it exited, or crashed) takes its
+ * (none listens, or each says "n": none has a session) fails it with
+ * ZCONNECTIONLOSS, as no session would: the owner goes by zk_lock_fail.
+ * A broker that goes (it exited, or crashed) takes its
  * session's nodes along: one held is lost, and the owner goes by
  * zk_lock_lost; one that waited asks again, a broker respawned or
  * another, and waits on for the rest of its owner's timeout, at the back
@@ -73,8 +74,11 @@ typedef struct {
     ngx_msec_t                    park;       /* parked for, at most */
     int64_t                       deadline;   /* trusted until, HELD */
     ngx_event_t                   trust;
+    ngx_uint_t                    next;       /* the broker to ask next */
     unsigned                      parked:1;
     unsigned                      recalled:1;
+    unsigned                      own:1;      /* the worker has a session */
+    unsigned                      again:1;    /* its broker went */
     size_t                        len;        /* of the line being read */
     u_char                        line[NGX_ZK_LOCK_BROKER_LINE];
 } ngx_zk_lock_remote_t;
@@ -88,6 +92,7 @@ static void ngx_zk_lock_remote_retry(ngx_event_t *ev);
 static void ngx_zk_lock_remote_read(ngx_event_t *rev);
 static ngx_int_t ngx_zk_lock_remote_line(ngx_zk_lock_remote_t *rn,
     u_char *line, u_char *last);
+static void ngx_zk_lock_remote_elsewhere(ngx_zk_lock_remote_t *rn);
 static void ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn);
 static void ngx_zk_lock_remote_nothing(ngx_event_t *ev);
 static void ngx_zk_lock_remote_tell_handler(ngx_event_t *ev);
@@ -144,6 +149,7 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
     }
 
     rn->id = lp->id;
+    rn->own = !s->brokered;
     rn->keep = keep;
     rn->park = lp->transient ? ngx_min(keep, NGX_ZK_LOCK_REMOTE_TRANSIENT)
                              : keep;
@@ -199,21 +205,40 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
 }
 
 
-/* the worker's own broker first, then the others in turn */
+/*
+ * The worker's own broker first, then the others in turn, from the one
+ * after the last asked; for a kept lease, worker 0 first, whose are the
+ * instance's (see module.c).  A broker without a session does not listen,
+ * or says "n".  A worker with a session of its own asks only when it has
+ * none (ngx_zk_lock_session_none()), or for worker 0's kept leases.
+ */
 
 static ngx_int_t
 ngx_zk_lock_remote_connect(ngx_zk_lock_remote_t *rn)
 {
-    ngx_uint_t         i, n;
+    ngx_uint_t         n, slot, first;
     ngx_socket_t       fd;
     ngx_connection_t  *c;
 
-    /* the instance's kept leases are worker 0's, see module.c */
-    n = rn->keep ? 1 : ngx_zk_lock_remote_sessions;
+    n = ngx_zk_lock_remote_sessions;
+    first = ngx_worker;
+
+    if (rn->keep) {
+        /* with no zk_sessions, worker 0 alone listens */
+        n = ngx_max(n, 1);
+        first = 0;
+    }
+
     fd = (ngx_socket_t) -1;
 
-    for (i = 0; i < n; i++) {
-        fd = ngx_zk_lock_remote_ask((ngx_worker + i) % n, &rn->ask);
+    for ( /* void */ ; rn->next < n; rn->next++) {
+        slot = (first + rn->next) % n;
+
+        if (rn->own && slot == ngx_worker) {
+            continue;
+        }
+
+        fd = ngx_zk_lock_remote_ask(slot, &rn->ask);
         if (fd != (ngx_socket_t) -1) {
             break;
         }
@@ -222,6 +247,8 @@ ngx_zk_lock_remote_connect(ngx_zk_lock_remote_t *rn)
     if (fd == (ngx_socket_t) -1) {
         return NGX_ERROR;
     }
+
+    rn->next++;
 
     c = ngx_get_connection(fd, ngx_cycle->log);
     if (c == NULL) {
@@ -296,6 +323,7 @@ ngx_zk_lock_remote_retry(ngx_event_t *ev)
     ngx_zk_lock_remote_t  *rn;
 
     rn = ev->data;
+    rn->next = 0;
 
     if (ngx_zk_lock_remote_connect(rn) == NGX_OK) {
         rn->pause = NGX_ZK_LOCK_REMOTE_RETRY;
@@ -312,6 +340,7 @@ ngx_zk_lock_remote_read(ngx_event_t *rev)
 {
     u_char                     *p, *line;
     ssize_t                     n;
+    ngx_int_t                   rc;
     ngx_err_t                   err;
     ngx_connection_t           *c;
     ngx_zk_lock_remote_t       *rn;
@@ -353,7 +382,14 @@ ngx_zk_lock_remote_read(ngx_event_t *rev)
         line = rn->line;
 
         while ((p = ngx_strlchr(line, rn->line + rn->len, '\n')) != NULL) {
-            if (ngx_zk_lock_remote_line(rn, line, p) != NGX_OK) {
+            rc = ngx_zk_lock_remote_line(rn, line, p);
+
+            if (rc == NGX_DECLINED) {
+                ngx_zk_lock_remote_elsewhere(rn);
+                return;
+            }
+
+            if (rc != NGX_OK) {
                 ngx_zk_lock_remote_gone(rn);
                 return;
             }
@@ -394,6 +430,13 @@ ngx_zk_lock_remote_line(ngx_zk_lock_remote_t *rn, u_char *line,
     ngx_int_t                 state, error, reused;
     ngx_uint_t                i;
     ngx_zk_lock_node_t       *node;
+
+    if (last - line == 1 && *line == 'n'
+        && rn->node.state == NGX_ZK_LOCK_PARKED)
+    {
+        /* the broker has no session: another is asked */
+        return NGX_DECLINED;
+    }
 
     if (last - line == 1 && *line == 'r') {
         /* recalled: not to be kept once its request ends, said at once */
@@ -462,6 +505,27 @@ ngx_zk_lock_remote_line(ngx_zk_lock_remote_t *rn, u_char *line,
 }
 
 
+/* the broker asked has no session: the next, or none took it */
+
+static void
+ngx_zk_lock_remote_elsewhere(ngx_zk_lock_remote_t *rn)
+{
+    ngx_close_connection(rn->conn);
+    rn->conn = NULL;
+
+    if (ngx_zk_lock_remote_connect(rn) == NGX_OK) {
+        return;
+    }
+
+    if (rn->again) {
+        ngx_add_timer(&rn->retry, rn->pause);
+        return;
+    }
+
+    ngx_zk_lock_remote_gone(rn);
+}
+
+
 /* no broker, or not any more: the node is lost, or asks again */
 
 static void
@@ -494,6 +558,7 @@ ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn)
                       "\"%s\" went, asking again", node->remote_path);
 
         node->state = NGX_ZK_LOCK_PARKED;
+        rn->again = 1;
         ngx_add_timer(&rn->retry, rn->pause);
         return;
     }

@@ -73,6 +73,7 @@ static void ngx_zk_lock_session_probed(int rc, const struct Stat *stat,
     const void *data);
 static void ngx_zk_lock_session_renew_handler(ngx_event_t *ev);
 static void ngx_zk_lock_session_resolved(ngx_zk_lock_hosts_t *h);
+static void ngx_zk_lock_session_failed(ngx_zk_lock_session_t *s);
 static void ngx_zk_lock_session_tell(ngx_zk_lock_session_t *s,
     ngx_zk_lock_session_pt handler);
 static void ngx_zk_lock_session_state(ngx_zk_lock_session_t *s,
@@ -583,7 +584,7 @@ ngx_zk_lock_session_update(ngx_zk_lock_session_t *s)
         {
             /* the client has closed the socket of a failed attempt */
             ngx_zk_lock_session_unwrap(s);
-            s->down = 1;
+            ngx_zk_lock_session_failed(s);
         }
 
         if (s->conn == NULL) {
@@ -633,7 +634,7 @@ ngx_zk_lock_session_update(ngx_zk_lock_session_t *s)
                    (long) (tv.tv_sec * 1000 + tv.tv_usec / 1000));
 
     if (attempt && rc != ZOK) {
-        s->down = 1;
+        ngx_zk_lock_session_failed(s);
     }
 
     if (attempt && rc == ZOK && fd == -1) {
@@ -1090,7 +1091,7 @@ ngx_zk_lock_session_resolved(ngx_zk_lock_hosts_t *h)
     if (h->list == NULL) {
         /* none has resolved yet: asked again, as a failed start is */
 
-        s->down = 1;
+        ngx_zk_lock_session_failed(s);
 
         (void) ngx_snprintf(s->outage.cause, NGX_ZK_LOCK_CAUSE_LEN,
                             "no address for zk_hosts from the resolver%Z");
@@ -1419,6 +1420,27 @@ ngx_zk_lock_session_granted(ngx_zk_lock_session_t *s)
 }
 
 
+/*
+ * An attempt to connect failed: with no session yet (or since the last
+ * expired), the worker has none now, and its broker's siblings must
+ * look elsewhere (see ngx_zk_lock_session_none())
+ */
+
+static void
+ngx_zk_lock_session_failed(ngx_zk_lock_session_t *s)
+{
+    if (s->down) {
+        return;
+    }
+
+    s->down = 1;
+
+    if (!s->live) {
+        ngx_zk_lock_session_tell(s, NULL);
+    }
+}
+
+
 /* the owner hears of every change of state, and then of this one */
 
 static void
@@ -1427,6 +1449,10 @@ ngx_zk_lock_session_tell(ngx_zk_lock_session_t *s,
 {
     if (s->state_handler) {
         s->state_handler(s);
+    }
+
+    if (s->reach_handler) {
+        s->reach_handler(s);
     }
 
     if (handler) {

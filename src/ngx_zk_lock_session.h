@@ -100,6 +100,8 @@ struct ngx_zk_lock_session_s {
     ngx_zk_lock_session_pt        expire_handler;  /* its nodes are gone */
     ngx_zk_lock_session_pt        jeopardy_handler; /* it may expire */
     ngx_zk_lock_session_pt        heard_handler;   /* jeopardy is over */
+    ngx_zk_lock_session_pt        reach_handler;   /* gone, or back: the
+                                                      broker's, any change */
     ngx_zk_lock_session_pt        close_handler;   /* at exit, closed */
     ngx_zk_lock_watch_pt          watch_handler;   /* a node watch fired */
     void                         *data;
@@ -115,6 +117,7 @@ struct ngx_zk_lock_session_s {
     unsigned                      jeopardy:1; /* heard from too long ago */
     unsigned                      brokered:1; /* none: a sibling's serves */
     unsigned                      borrow:1;   /* kept leases: worker 0's */
+    unsigned                      siblings:1; /* their brokers may serve */
     unsigned                      stale:1;    /* the client's hosts are */
     unsigned                      cut:1;      /* the timeout said cut */
 };
@@ -128,7 +131,15 @@ struct ngx_zk_lock_session_s {
  */
 
 #define ngx_zk_lock_session_gone(s)                                      \
-    ((s)->jeopardy || (!(s)->live && (s)->down))
+    ((s)->jeopardy || ngx_zk_lock_session_none(s))
+
+/*
+ * No session, and the server cannot be reached or refuses to make one
+ * (maxClientCnxns): a sibling's session may still serve (zk_sessions)
+ */
+
+#define ngx_zk_lock_session_none(s)                                      \
+    (!(s)->live && (s)->down)
 
 
 /*

@@ -138,6 +138,88 @@ EOF
     }
 };
 
+# issue 38, item 1b: ZooKeeper refuses one worker a session (more
+# connections from one address than maxClientCnxns, as several nginx
+# behind one NAT address make); its requests are served through a
+# sibling's session instead of refused, the cap exact
+subtest 'a worker refused a session is served through a sibling' => sub {
+    my $zk2 = zk_start(cfg => { maxClientCnxns => 2 });
+    my $conf = <<'EOF';
+    zk_hosts %%ZK%%;
+    log_format who "$pid $status $zk_lock_status";
+    server {
+        listen 127.0.0.1:%%PORT%% reuseport;
+        location /r {
+            zk_semaphore /ss/refused leases=2 timeout=5s;
+            access_log %%PREFIX%%/logs/who.log who;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /k {
+            zk_semaphore /ss/refused-k leases=2 keep=1s timeout=5s;
+            access_log %%PREFIX%%/logs/who.log who;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+
+    # the server counts the connections it has registered: three that
+    # arrive at once may all get in, and nginx is started again then
+    my $ng;
+    for my $try (1 .. 5) {
+        my $before = () = $zk2->log =~ /Too many connections/g;
+        $ng = nginx_start($conf, zk => $zk2, backend => $be, workers => 3);
+        wait_for(sub { sessions_made($ng) == 3
+                       || (() = $zk2->log =~ /Too many connections/g)
+                          > $before }, 15);
+        sleep 1;
+        last if sessions_made($ng) == 2;
+        $ng->stop;
+    }
+    is(scalar(sessions_made($ng)), 2,
+        '2 sessions, the third refused by the server');
+    my %made = map { $_ => 1 } sessions_made($ng);
+    my ($refused) = grep { !$made{$_} } $ng->worker_pids;
+    ok($refused, "worker $refused has no session");
+    ok(wait_for(sub { $ng->error_log =~
+            /$refused#\d+: .*broker of worker \d+ takes no asks/ }, 5),
+        'its broker stopped listening');
+    $be->reset;
+    for my $round (1 .. 3) {
+        my $res = http_parallel([ map { [ $ng->port,
+            "/r?key=refused&sleep=30" ] } 1 .. 20 ], timeout => 15);
+        is(scalar(grep { $_->{status} == 200 } @$res), 20,
+            "round $round: 20 x 200")
+            or diag(join ' ', map { $_->{status} } @$res);
+    }
+    cmp_ok($be->stats('refused')->{max}, '<=', 2, 'never more than 2');
+
+    # kept leases are worker 0's, or a sibling's when worker 0 has none
+    my $res = http_parallel([ map { [ $ng->port,
+        "/k?key=refused-k&sleep=30" ] } 1 .. 40 ], timeout => 15);
+    is(scalar(grep { $_->{status} == 200 } @$res), 40, 'keep=: 40 x 200')
+        or diag(join ' ', map { $_->{status} } @$res);
+    cmp_ok($be->stats('refused-k')->{max}, '<=', 2,
+        'keep=: never more than 2');
+    my @who = map { [ split / / ] }
+        split /\n/, slurp($ng->prefix . '/logs/who.log');
+    my $theirs = grep { $_->[0] == $refused } @who;
+    cmp_ok($theirs, '>', 0,
+        "the worker without a session served $theirs of them");
+    is(scalar(grep { $_->[1] != 200 } @who), 0, 'all of them 200');
+    unlike($ng->error_log, qr/no zookeeper connection/,
+        'no request refused for want of a connection');
+    my $said = qr/\[error\] $refused#\d+: zookeeper unreachable for \d+ms: /
+        . qr/.* the worker takes its locks through the session of another /
+        . qr/worker/;
+    ok(wait_for(sub { $ng->error_log =~ $said }, 6),
+        'the worker says that it has no session, and what serves instead');
+    $ng->stop;
+    ok(wait_for(sub { !zk_ephemerals($zk2, '/ss/refused')
+                      && !zk_ephemerals($zk2, '/ss/refused-k') }, 5),
+        'no node left');
+    $zk2->stop;
+};
+
 subtest 'keep= through a broker' => sub {
     my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 4);
     zk_hosts %%ZK%%;
