@@ -19,8 +19,7 @@
 #include "ngx_zk_lock_keep.h"
 #include "ngx_http_zk_lock_metrics.h"
 #include "ngx_http_zk_lock_status.h"
-#include "ngx_zk_lock_broker.h"
-#include "ngx_zk_lock_remote.h"
+#include "ngx_zk_lock_get.h"
 #include "ngx_http_zk_lock_view.h"
 #include "ngx_zk_lock_gate.h"
 
@@ -50,10 +49,6 @@ static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_zk_lock_init_local(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf);
 static ngx_int_t ngx_http_zk_lock_init_process(ngx_cycle_t *cycle);
-static ngx_uint_t ngx_http_zk_lock_sessions(ngx_cycle_t *cycle,
-    ngx_http_zk_lock_main_conf_t *lmcf);
-static ngx_uint_t ngx_http_zk_lock_keeps(ngx_cycle_t *cycle,
-    ngx_http_zk_lock_main_conf_t *lmcf);
 static void ngx_http_zk_lock_recount(ngx_zk_lock_session_t *s,
     ngx_zk_lock_counter_t *c);
 static void ngx_http_zk_lock_exit_process(ngx_cycle_t *cycle);
@@ -73,16 +68,11 @@ static ngx_conf_num_bounds_t  ngx_http_zk_lock_max_waiting_bounds = {
     ngx_conf_check_num_bounds, 1, -1
 };
 
-static ngx_conf_num_bounds_t  ngx_http_zk_lock_sessions_bounds = {
-    ngx_conf_check_num_bounds, 1, 1024
-};
 
 
-/* bumped by every configuration the master loads: see zk_sessions */
-static ngx_uint_t  ngx_http_zk_lock_generation;
 
-/* sessions of an nginx by default, see sessions() */
-#define NGX_HTTP_ZK_LOCK_SESSIONS  4
+/* names the brokers' sockets, apart from stream's */
+static ngx_str_t  ngx_http_zk_lock_layer = ngx_string("http");
 
 
 static ngx_conf_enum_t  ngx_http_zk_lock_log_levels[] = {
@@ -135,8 +125,8 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
-      offsetof(ngx_http_zk_lock_main_conf_t, sessions),
-      &ngx_http_zk_lock_sessions_bounds },
+      offsetof(ngx_http_zk_lock_main_conf_t, zk.sessions),
+      &ngx_zk_lock_conf_sessions_bounds },
 
     { ngx_string("zk_lock_max_path"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
@@ -302,7 +292,6 @@ ngx_http_zk_lock_create_main_conf(ngx_conf_t *cf)
     ngx_zk_lock_conf_create(&lmcf->zk);
     lmcf->max_waiting = NGX_CONF_UNSET_UINT;
     lmcf->max_path = NGX_CONF_UNSET_SIZE;
-    lmcf->sessions = NGX_CONF_UNSET_UINT;
 
     return lmcf;
 }
@@ -317,30 +306,12 @@ ngx_http_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_http_zk_lock_metric_t   *metric;
     ngx_http_zk_lock_literal_t  *lit;
 
-    ngx_zk_lock_conf_init(&lmcf->zk);
+    if (ngx_zk_lock_conf_init(cf, &lmcf->zk) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     ngx_conf_init_uint_value(lmcf->max_waiting, 0);
     ngx_conf_init_size_value(lmcf->max_path, 1024);
-
-    /* zk_sessions unset: chosen from worker_processes, see sessions() */
-
-#if !(NGX_LINUX)
-
-    if (lmcf->sessions != NGX_CONF_UNSET_UINT) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"zk_sessions\" is only supported on Linux "
-                           "(its brokers listen on abstract unix sockets)");
-        return NGX_CONF_ERROR;
-    }
-
-#endif
-
-    /* a new name for the brokers of each configuration the master loads */
-
-    lmcf->generation = ++ngx_http_zk_lock_generation;
-
-    if (ngx_zk_lock_broker_token(cf->log) != NGX_OK) {
-        return NGX_CONF_ERROR;
-    }
 
     /* a literal path is known now: it would fail every request */
 
@@ -998,7 +969,7 @@ static ngx_int_t
 ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
 {
     ngx_str_t                     *path;
-    ngx_uint_t                     i, keeper, sessions;
+    ngx_uint_t                     i;
     ngx_zk_lock_session_t         *s;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -1042,41 +1013,15 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     ngx_zk_lock_recipe_handler(&ngx_zk_lock_wait_owner);
     ngx_zk_lock_keep_init();
 
-    /*
-     * zk_sessions: the first workers have one, and broker for the others;
-     * keep=: worker 0 keeps the instance's leases, and brokers them
-     */
-
-    keeper = ngx_http_zk_lock_keeps(cycle, lmcf);
-
-    s->borrow = keeper && ngx_worker != 0;
-
-    sessions = ngx_http_zk_lock_sessions(cycle, lmcf);
-
-    ngx_zk_lock_remote_init(sessions, lmcf->generation);
-
-    if (sessions && ngx_process == NGX_PROCESS_WORKER
-        && ngx_worker >= sessions)
+    if (ngx_zk_lock_get_init(cycle, s, &lmcf->zk, lmcf->specs,
+                             lmcf->local_used, &ngx_http_zk_lock_layer)
+        != NGX_OK)
     {
-        s->brokered = 1;
-
-        return ngx_zk_lock_session_init(cycle, s);
-    }
-
-    /* a worker that ZooKeeper refuses a session asks a sibling's broker */
-    s->siblings = (sessions > 1 && ngx_process == NGX_PROCESS_WORKER);
-
-    if (ngx_zk_lock_session_init(cycle, s) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    if (ngx_process == NGX_PROCESS_WORKER
-        && (sessions || (keeper && ngx_worker == 0))
-        && ngx_zk_lock_broker_init(cycle, s, lmcf->specs,
-                                   lmcf->generation)
-           != NGX_OK)
-    {
-        return NGX_ERROR;
+    if (s->brokered) {
+        return NGX_OK;
     }
 
     /*
@@ -1095,85 +1040,6 @@ ngx_http_zk_lock_init_process(ngx_cycle_t *cycle)
     }
 
     return NGX_OK;
-}
-
-
-/* the recipes take up their work, and local leases end */
-
-/*
- * How many workers have a session of their own, each a broker for the
- * others.  ZooKeeper lets one address connect maxClientCnxns times (60 by
- * default), counted over every nginx behind it and doubled during a
- * reload: by default a session per worker up to NGX_HTTP_ZK_LOCK_SESSIONS
- * workers, and that many brokers for more, whatever worker_processes;
- * the brokers also serve a worker whose own session ZooKeeper refuses
- * (several nginx behind one address).  0: one per worker, and no broker.
- * A sibling takes no local lease (zk_lock_fail local=): then one per
- * worker.
- */
-
-static ngx_uint_t
-ngx_http_zk_lock_sessions(ngx_cycle_t *cycle,
-    ngx_http_zk_lock_main_conf_t *lmcf)
-{
-    ngx_core_conf_t  *ccf;
-
-    if (lmcf->sessions != NGX_CONF_UNSET_UINT) {
-        return lmcf->sessions;
-    }
-
-#if !(NGX_LINUX)
-
-    /* the workers meet on abstract unix sockets */
-    return 0;
-
-#endif
-
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
-
-    if (lmcf->local_used || ccf->worker_processes < 2) {
-        return 0;
-    }
-
-    return ngx_min((ngx_uint_t) ccf->worker_processes,
-                   NGX_HTTP_ZK_LOCK_SESSIONS);
-}
-
-
-/*
- * keep= in a worker of several: the instance is the participant, and its
- * leases are kept in worker 0's pool for all its workers
- */
-
-static ngx_uint_t
-ngx_http_zk_lock_keeps(ngx_cycle_t *cycle, ngx_http_zk_lock_main_conf_t *lmcf)
-{
-    ngx_uint_t                   i;
-    ngx_core_conf_t             *ccf;
-    ngx_zk_lock_params_t       **lp;
-
-#if !(NGX_LINUX)
-
-    /* the workers meet on abstract unix sockets */
-    return 0;
-
-#endif
-
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
-
-    if (ngx_process != NGX_PROCESS_WORKER || ccf->worker_processes < 2) {
-        return 0;
-    }
-
-    lp = lmcf->specs->elts;
-
-    for (i = 0; i < lmcf->specs->nelts; i++) {
-        if (lp[i]->keep) {
-            return 1;
-        }
-    }
-
-    return 0;
 }
 
 

@@ -87,9 +87,6 @@ typedef struct {
     ngx_shm_zone_t               *local_zone; /* zk_lock_fail local= */
     ngx_uint_t                    local_used;
 
-    /* zk_sessions: workers with a session, the others use theirs */
-    ngx_uint_t                    sessions;
-    ngx_uint_t                    generation; /* of the configuration */
     ngx_array_t                  *specs;      /* ngx_zk_lock_params_t * */
 } ngx_http_zk_lock_main_conf_t;
 

@@ -16,6 +16,7 @@
 #include "ngx_zk_lock_keep.h"
 #include "ngx_zk_lock_counter.h"
 #include "ngx_zk_lock_path.h"
+#include "ngx_zk_lock_get.h"
 
 
 /*
@@ -93,6 +94,13 @@ static ngx_command_t  ngx_stream_zk_lock_commands[] = {
       NGX_STREAM_MAIN_CONF_OFFSET,
       offsetof(ngx_stream_zk_lock_main_conf_t, zk),
       NULL },
+
+    { ngx_string("zk_sessions"),
+      NGX_STREAM_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_STREAM_MAIN_CONF_OFFSET,
+      offsetof(ngx_stream_zk_lock_main_conf_t, zk.sessions),
+      &ngx_zk_lock_conf_sessions_bounds },
 
     { ngx_string("zk_lock_max_waiting"),
       NGX_STREAM_MAIN_CONF|NGX_CONF_TAKE1,
@@ -213,7 +221,10 @@ ngx_stream_zk_lock_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_stream_zk_lock_main_conf_t *smcf = conf;
 
-    ngx_zk_lock_conf_init(&smcf->zk);
+    if (ngx_zk_lock_conf_init(cf, &smcf->zk) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     ngx_conf_init_uint_value(smcf->max_waiting, 0);
 
     return NGX_CONF_OK;
@@ -307,7 +318,8 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_int_t                        rc;
     ngx_str_t                       *value;
-    ngx_stream_zk_lock_spec_t       *spec;
+    ngx_zk_lock_params_t           **sp;
+    ngx_stream_zk_lock_spec_t       *spec, *copy;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
     value = cf->args->elts;
@@ -377,6 +389,34 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     spec->stat = rc;
+
+    /*
+     * The brokers of zk_sessions find a directive by its number: a copy,
+     * as the server's array may move as it grows
+     */
+
+    if (smcf->specs == NULL) {
+        smcf->specs = ngx_array_create(cf->pool, 4,
+                                       sizeof(ngx_zk_lock_params_t *));
+        if (smcf->specs == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    sp = ngx_array_push(smcf->specs);
+    if (sp == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    spec->lock.id = smcf->specs->nelts - 1;
+
+    copy = ngx_palloc(cf->pool, sizeof(ngx_stream_zk_lock_spec_t));
+    if (copy == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    *copy = *spec;
+    *sp = &copy->lock;
 
     return NGX_CONF_OK;
 }
@@ -632,7 +672,8 @@ ngx_stream_zk_lock_init_process(ngx_cycle_t *cycle)
     ngx_zk_lock_recipe_handler(&ngx_zk_lock_wait_owner);
     ngx_zk_lock_keep_init();
 
-    return ngx_zk_lock_session_init(cycle, s);
+    return ngx_zk_lock_get_init(cycle, s, &smcf->zk, smcf->specs,
+                                smcf->local_used, &ngx_stream_zk_lock_layer);
 }
 
 

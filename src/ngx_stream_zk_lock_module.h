@@ -43,6 +43,7 @@ typedef struct {
     ngx_zk_lock_stats_t          *stats;      /* for the status page */
     ngx_uint_t                    local_used; /* zk_lock_fail local= */
     ngx_shm_zone_t               *local_zone;
+    ngx_array_t                  *specs;      /* for zk_sessions' brokers */
     ngx_zk_lock_gate_waiters_t    waiters;    /* in the worker */
 } ngx_stream_zk_lock_main_conf_t;
 

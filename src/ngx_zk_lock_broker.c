@@ -37,8 +37,20 @@
 #define NGX_ZK_LOCK_BROKER_BEATS  8
 
 
+struct ngx_zk_lock_broker_s {
+    ngx_zk_lock_session_t        *session;
+    ngx_array_t                  *specs;      /* the layer's, by their id */
+    ngx_str_t                     layer;      /* names the sockets */
+    ngx_uint_t                    generation;
+    ngx_connection_t             *listener;   /* while the session is usable */
+    ngx_queue_t                   asks;
+    ngx_event_t                   beater;
+};
+
+
 typedef struct {
     ngx_queue_t                   queue;      /* in the broker's asks */
+    ngx_zk_lock_broker_t         *broker;
     ngx_connection_t             *conn;
     ngx_zk_lock_node_t           *node;       /* once asked */
     size_t                        len;        /* read */
@@ -49,7 +61,7 @@ typedef struct {
 } ngx_zk_lock_ask_t;
 
 
-static ngx_int_t ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s);
+static ngx_int_t ngx_zk_lock_broker_listen(ngx_zk_lock_broker_t *b);
 static void ngx_zk_lock_broker_reach(ngx_zk_lock_session_t *s);
 static void ngx_zk_lock_broker_accept(ngx_event_t *ev);
 static void ngx_zk_lock_broker_read(ngx_event_t *rev);
@@ -60,18 +72,11 @@ static void ngx_zk_lock_broker_recall(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_broker_heard(ngx_zk_lock_ask_t *ask,
     u_char *p, ssize_t n);
 static ngx_int_t ngx_zk_lock_broker_exiting(ngx_zk_lock_ask_t *ask);
-static u_char *ngx_zk_lock_broker_trust(u_char *p);
+static u_char *ngx_zk_lock_broker_trust(ngx_zk_lock_broker_t *b, u_char *p);
 static void ngx_zk_lock_broker_beat(ngx_event_t *ev);
 static void ngx_zk_lock_broker_alive(ngx_event_t *wev);
 static void ngx_zk_lock_broker_close(ngx_zk_lock_ask_t *ask);
 
-
-static ngx_zk_lock_session_t  *ngx_zk_lock_broker_session;
-static ngx_array_t                 *ngx_zk_lock_broker_specs;
-static ngx_uint_t                   ngx_zk_lock_broker_generation;
-static ngx_connection_t            *ngx_zk_lock_broker_listener;
-static ngx_queue_t                  ngx_zk_lock_broker_asks;
-static ngx_event_t                  ngx_zk_lock_broker_beater;
 
 /* the master's, drawn once and kept across reloads: see broker_addr() */
 static uint64_t                     ngx_zk_lock_broker_tokens[2];
@@ -97,13 +102,14 @@ ngx_zk_lock_broker_token(ngx_log_t *log)
 
 
 /*
- * "\0ngx_zk_lock/<token>/<configuration>/<worker>": a reload's workers
- * do not meet the old ones', nor another nginx's
+ * "\0ngx_zk_lock/<token>/<layer>/<configuration>/<worker>": a reload's
+ * workers do not meet the old ones', nor another nginx's, nor the other
+ * layer's (built in, both layers share the token)
  */
 
 socklen_t
-ngx_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
-    ngx_uint_t slot)
+ngx_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_str_t *layer,
+    ngx_uint_t generation, ngx_uint_t slot)
 {
     u_char  *p;
 
@@ -111,9 +117,9 @@ ngx_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_uint_t generation,
     sun->sun_family = AF_UNIX;
 
     p = ngx_snprintf((u_char *) sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-                     "ngx_zk_lock/%016uxL%016uxL/%ui/%ui",
+                     "ngx_zk_lock/%016uxL%016uxL/%V/%ui/%ui",
                      ngx_zk_lock_broker_tokens[0],
-                     ngx_zk_lock_broker_tokens[1], generation, slot);
+                     ngx_zk_lock_broker_tokens[1], layer, generation, slot);
 
     return (socklen_t) (p - (u_char *) sun);
 }
@@ -149,32 +155,41 @@ ngx_zk_lock_broker_sign(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp)
 
 ngx_int_t
 ngx_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
-    ngx_array_t *specs, ngx_uint_t generation)
+    ngx_array_t *specs, ngx_str_t *layer, ngx_uint_t generation)
 {
-    ngx_zk_lock_broker_session = s;
-    ngx_zk_lock_broker_specs = specs;
-    ngx_zk_lock_broker_generation = generation;
-    ngx_queue_init(&ngx_zk_lock_broker_asks);
+    ngx_zk_lock_broker_t  *b;
 
-    if (ngx_zk_lock_broker_listen(s) != NGX_OK) {
+    b = ngx_pcalloc(cycle->pool, sizeof(ngx_zk_lock_broker_t));
+    if (b == NULL) {
         return NGX_ERROR;
     }
 
-    if (ngx_zk_lock_broker_listener == NULL) {
+    b->session = s;
+    b->specs = specs;
+    b->layer = *layer;
+    b->generation = generation;
+    ngx_queue_init(&b->asks);
+
+    if (ngx_zk_lock_broker_listen(b) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (b->listener == NULL) {
         return NGX_OK;
     }
 
+    s->broker = b;
     s->reach_handler = ngx_zk_lock_broker_reach;
 
     /*
      * the debug log of a timer names its event's connection (one closed
      * stays readable, among the cycle's connections)
      */
-    ngx_zk_lock_broker_beater.data = ngx_zk_lock_broker_listener;
-    ngx_zk_lock_broker_beater.handler = ngx_zk_lock_broker_beat;
-    ngx_zk_lock_broker_beater.log = &s->log;
-    ngx_zk_lock_broker_beater.cancelable = 1;
-    ngx_zk_lock_broker_beat(&ngx_zk_lock_broker_beater);
+    b->beater.data = b->listener;
+    b->beater.handler = ngx_zk_lock_broker_beat;
+    b->beater.log = &s->log;
+    b->beater.cancelable = 1;
+    ngx_zk_lock_broker_beat(&b->beater);
 
     return NGX_OK;
 }
@@ -187,12 +202,15 @@ ngx_zk_lock_broker_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
  */
 
 static ngx_int_t
-ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s)
+ngx_zk_lock_broker_listen(ngx_zk_lock_broker_t *b)
 {
-    socklen_t           len;
-    ngx_socket_t        fd;
-    ngx_connection_t   *c;
-    struct sockaddr_un  sun;
+    socklen_t               len;
+    ngx_socket_t            fd;
+    ngx_connection_t       *c;
+    struct sockaddr_un      sun;
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
 
     fd = ngx_socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd == (ngx_socket_t) -1) {
@@ -201,7 +219,7 @@ ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s)
         return NGX_ERROR;
     }
 
-    len = ngx_zk_lock_broker_addr(&sun, ngx_zk_lock_broker_generation,
+    len = ngx_zk_lock_broker_addr(&sun, &b->layer, b->generation,
                                   ngx_worker);
 
     /*
@@ -226,6 +244,7 @@ ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s)
         return NGX_ERROR;
     }
 
+    c->data = b;
     c->log = &s->log;
     c->read->log = c->log;
     c->read->handler = ngx_zk_lock_broker_accept;
@@ -238,7 +257,7 @@ ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s)
         return NGX_ERROR;
     }
 
-    ngx_zk_lock_broker_listener = c;
+    b->listener = c;
 
     return NGX_OK;
 }
@@ -252,9 +271,11 @@ ngx_zk_lock_broker_listen(ngx_zk_lock_session_t *s)
 static void
 ngx_zk_lock_broker_reach(ngx_zk_lock_session_t *s)
 {
-    ngx_connection_t  *c;
+    ngx_connection_t      *c;
+    ngx_zk_lock_broker_t  *b;
 
-    c = ngx_zk_lock_broker_listener;
+    b = s->broker;
+    c = b->listener;
 
     if (ngx_zk_lock_session_gone(s) && c) {
 
@@ -262,7 +283,7 @@ ngx_zk_lock_broker_reach(ngx_zk_lock_session_t *s)
         ngx_zk_lock_broker_accept(c->read);
 
         ngx_close_connection(c);
-        ngx_zk_lock_broker_listener = NULL;
+        b->listener = NULL;
 
         ngx_log_error(NGX_LOG_INFO, &s->log, 0,
                       "zk_sessions broker of worker %ui takes no asks "
@@ -273,9 +294,7 @@ ngx_zk_lock_broker_reach(ngx_zk_lock_session_t *s)
     if (!ngx_zk_lock_session_gone(s) && c == NULL && !s->exiting
         && !ngx_exiting && !ngx_terminate && !ngx_quit)
     {
-        if (ngx_zk_lock_broker_listen(s) == NGX_OK
-            && ngx_zk_lock_broker_listener)
-        {
+        if (ngx_zk_lock_broker_listen(b) == NGX_OK && b->listener) {
             ngx_log_error(NGX_LOG_INFO, &s->log, 0,
                           "zk_sessions broker of worker %ui takes asks "
                           "again", ngx_worker);
@@ -302,8 +321,10 @@ ngx_zk_lock_broker_accept(ngx_event_t *ev)
     ngx_socket_t             fd;
     ngx_connection_t        *lc, *c;
     ngx_zk_lock_ask_t       *ask;
+    ngx_zk_lock_broker_t    *b;
 
     lc = ev->data;
+    b = lc->data;
 
     for ( ;; ) {
         fd = accept(lc->fd, NULL, NULL);
@@ -319,7 +340,7 @@ ngx_zk_lock_broker_accept(ngx_event_t *ev)
             return;
         }
 
-        if (ngx_zk_lock_session_gone(ngx_zk_lock_broker_session)) {
+        if (ngx_zk_lock_session_gone(b->session)) {
             /* "n": no session to take it with, the worker asks another */
             (void) send(fd, "n\n", 2, 0);
             (void) ngx_close_socket(fd);
@@ -345,7 +366,8 @@ ngx_zk_lock_broker_accept(ngx_event_t *ev)
         }
 
         ask->conn = c;
-        ngx_queue_insert_tail(&ngx_zk_lock_broker_asks, &ask->queue);
+        ask->broker = b;
+        ngx_queue_insert_tail(&b->asks, &ask->queue);
         c->data = ask;
         c->log = lc->log;
         c->read->log = c->log;
@@ -436,8 +458,10 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
     ngx_int_t                  v[6];
     ngx_str_t                  path, info;
     ngx_uint_t                 i;
+    ngx_zk_lock_broker_t      *b;
     ngx_zk_lock_params_t     **specs;
 
+    b = ask->broker;
     last = ask->buf + ask->len;
 
     p = ngx_strlchr(ask->buf, last, '\n');
@@ -471,18 +495,16 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         }
     }
 
-    if ((ngx_uint_t) v[1] >= ngx_zk_lock_broker_specs->nelts
+    if (b->specs == NULL || (ngx_uint_t) v[1] >= b->specs->nelts
         || v[2] == 0 || v[4] == 0 || v[4] > NGX_ZK_LOCK_MAX_PATH
         || v[5] > NGX_ZK_LOCK_BROKER_INFO)
     {
         return NGX_ERROR;
     }
 
-    specs = ngx_zk_lock_broker_specs->elts;
+    specs = b->specs->elts;
 
-    if ((uint32_t) v[0]
-        != ngx_zk_lock_broker_sign(ngx_zk_lock_broker_session, specs[v[1]]))
-    {
+    if ((uint32_t) v[0] != ngx_zk_lock_broker_sign(b->session, specs[v[1]])) {
         ngx_log_error(NGX_LOG_ERR, ask->conn->log, 0,
                       "zk_sessions broker: an ask for a lock that is not "
                       "this configuration's, refused");
@@ -498,7 +520,7 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
     info.data = path.data + path.len;
     info.len = v[5];
 
-    ask->node = ngx_zk_lock_take(ngx_zk_lock_broker_session,
+    ask->node = ngx_zk_lock_take(b->session,
                                  specs[v[1]], &path, v[2], &info, v[3],
                                  ngx_zk_lock_broker_told,
                                  ngx_zk_lock_broker_recall, ask,
@@ -554,7 +576,7 @@ ngx_zk_lock_broker_tell(ngx_zk_lock_ask_t *ask)
                      node->name_len ? node->name : (u_char *) "-");
 
     if (node->state == NGX_ZK_LOCK_HELD) {
-        p = ngx_zk_lock_broker_trust(p);
+        p = ngx_zk_lock_broker_trust(ask->broker, p);
     }
 
     /* a few bytes to a socket that reads them: it has room, or is gone */
@@ -609,11 +631,11 @@ ngx_zk_lock_broker_heard(ngx_zk_lock_ask_t *ask, u_char *p,
 /* "h <deadline>": until when the session may be trusted, if at all */
 
 static u_char *
-ngx_zk_lock_broker_trust(u_char *p)
+ngx_zk_lock_broker_trust(ngx_zk_lock_broker_t *b, u_char *p)
 {
     ngx_msec_t  trust;
 
-    trust = ngx_zk_lock_session_trust(ngx_zk_lock_broker_session);
+    trust = ngx_zk_lock_session_trust(b->session);
 
     if (trust == 0) {
         return p;
@@ -631,11 +653,15 @@ ngx_zk_lock_broker_beat(ngx_event_t *ev)
     ngx_msec_t               every;
     ngx_queue_t             *q;
     ngx_zk_lock_ask_t       *ask;
+    ngx_zk_lock_broker_t    *b;
 
-    p = ngx_zk_lock_broker_trust(line);
+    b = (ngx_zk_lock_broker_t *)
+            ((u_char *) ev - offsetof(ngx_zk_lock_broker_t, beater));
 
-    for (q = ngx_queue_head(&ngx_zk_lock_broker_asks);
-         p != line && q != ngx_queue_sentinel(&ngx_zk_lock_broker_asks);
+    p = ngx_zk_lock_broker_trust(b, line);
+
+    for (q = ngx_queue_head(&b->asks);
+         p != line && q != ngx_queue_sentinel(&b->asks);
          q = ngx_queue_next(q))
     {
         ask = ngx_queue_data(q, ngx_zk_lock_ask_t, queue);
@@ -646,7 +672,7 @@ ngx_zk_lock_broker_beat(ngx_event_t *ev)
         }
     }
 
-    every = ngx_zk_lock_broker_session->negotiated
+    every = b->session->negotiated
             / NGX_ZK_LOCK_BROKER_BEATS;
 
     ngx_add_timer(ev, ngx_max(every, 100));

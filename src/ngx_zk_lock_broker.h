@@ -70,11 +70,15 @@
 #define NGX_ZK_LOCK_BROKER_TRUST  "h %L\n"
 
 
+/* a worker's broker, of one layer's session: see broker.c */
+typedef struct ngx_zk_lock_broker_s  ngx_zk_lock_broker_t;
+
+
 ngx_int_t ngx_zk_lock_broker_token(ngx_log_t *log);
 ngx_int_t ngx_zk_lock_broker_init(ngx_cycle_t *cycle,
-    ngx_zk_lock_session_t *s, ngx_array_t *specs,
+    ngx_zk_lock_session_t *s, ngx_array_t *specs, ngx_str_t *layer,
     ngx_uint_t generation);
-socklen_t ngx_zk_lock_broker_addr(struct sockaddr_un *sun,
+socklen_t ngx_zk_lock_broker_addr(struct sockaddr_un *sun, ngx_str_t *layer,
     ngx_uint_t generation, ngx_uint_t slot);
 uint32_t ngx_zk_lock_broker_sign(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp);

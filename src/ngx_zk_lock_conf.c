@@ -10,6 +10,7 @@
 
 #include "ngx_zk_lock_conf.h"
 #include "ngx_zk_lock_path.h"
+#include "ngx_zk_lock_broker.h"
 
 
 /* what the module does on its nodes: create, delete, list (getChildren) */
@@ -22,9 +23,9 @@
 
 /*
  * The directives of the worker's ZooKeeper session, the same in "http"
- * and in "stream": zk_hosts, zk_session_timeout, zk_auth and zk_acl.  The
- * layer's main configuration holds an ngx_zk_lock_conf_t; the command's
- * offset is where.
+ * and in "stream": zk_hosts, zk_session_timeout, zk_auth, zk_acl and
+ * zk_sessions.  The layer's main configuration holds an
+ * ngx_zk_lock_conf_t; the command's offset is where.
  */
 
 
@@ -46,6 +47,15 @@ ngx_conf_post_t  ngx_zk_lock_conf_timeout_post = {
 };
 
 
+ngx_conf_num_bounds_t  ngx_zk_lock_conf_sessions_bounds = {
+    ngx_conf_check_num_bounds, 1, 1024
+};
+
+
+/* bumped by every configuration the master loads: see zk_sessions */
+static ngx_uint_t  ngx_zk_lock_conf_generation;
+
+
 void
 ngx_zk_lock_conf_create(ngx_zk_lock_conf_t *zc)
 {
@@ -59,13 +69,37 @@ ngx_zk_lock_conf_create(ngx_zk_lock_conf_t *zc)
      */
 
     zc->session_timeout = NGX_CONF_UNSET_MSEC;
+    zc->sessions = NGX_CONF_UNSET_UINT;
 }
 
 
-void
-ngx_zk_lock_conf_init(ngx_zk_lock_conf_t *zc)
+char *
+ngx_zk_lock_conf_init(ngx_conf_t *cf, ngx_zk_lock_conf_t *zc)
 {
     ngx_conf_init_msec_value(zc->session_timeout, 10000);
+
+    /* zk_sessions unset: chosen from worker_processes, see get_sessions() */
+
+#if !(NGX_LINUX)
+
+    if (zc->sessions != NGX_CONF_UNSET_UINT) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"zk_sessions\" is only supported on Linux "
+                           "(its brokers listen on abstract unix sockets)");
+        return NGX_CONF_ERROR;
+    }
+
+#endif
+
+    /* a new name for the brokers of each configuration the master loads */
+
+    zc->generation = ++ngx_zk_lock_conf_generation;
+
+    if (ngx_zk_lock_broker_token(cf->log) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
 }
 
 

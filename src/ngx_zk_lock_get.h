@@ -13,6 +13,7 @@
 
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_conf.h"
 
 
 /*
@@ -29,6 +30,9 @@
  *           worker's own if none answers
  */
 
+ngx_int_t ngx_zk_lock_get_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
+    ngx_zk_lock_conf_t *zc, ngx_array_t *specs, ngx_uint_t local_used,
+    ngx_str_t *layer);
 ngx_zk_lock_node_t *ngx_zk_lock_get(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
     ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,

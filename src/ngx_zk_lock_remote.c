@@ -62,9 +62,20 @@
 #define NGX_ZK_LOCK_REMOTE_TRANSIENT  10
 
 
+/* a layer's brokers, as its workers ask them */
+struct ngx_zk_lock_remotes_s {
+    ngx_str_t                     layer;      /* names the sockets */
+    ngx_uint_t                    generation;
+    ngx_uint_t                    sessions;   /* workers with one */
+    ngx_queue_t                   nodes;
+    ngx_queue_t                   parked;
+};
+
+
 typedef struct {
     ngx_zk_lock_node_t            node;       /* first: the owner's view */
     ngx_queue_t                   queue;      /* nodes, or parked */
+    ngx_zk_lock_remotes_t        *remotes;
     ngx_connection_t             *conn;
     ngx_uint_t                    id;         /* of the directive */
     ngx_str_t                     ask;        /* to ask again */
@@ -86,8 +97,8 @@ typedef struct {
 
 static ngx_int_t ngx_zk_lock_remote_connect(
     ngx_zk_lock_remote_t *rn);
-static ngx_socket_t ngx_zk_lock_remote_ask(ngx_uint_t slot,
-    ngx_str_t *ask);
+static ngx_socket_t ngx_zk_lock_remote_ask(ngx_zk_lock_remotes_t *r,
+    ngx_uint_t slot, ngx_str_t *ask);
 static void ngx_zk_lock_remote_retry(ngx_event_t *ev);
 static void ngx_zk_lock_remote_read(ngx_event_t *rev);
 static ngx_int_t ngx_zk_lock_remote_line(ngx_zk_lock_remote_t *rn,
@@ -97,7 +108,8 @@ static void ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn);
 static void ngx_zk_lock_remote_nothing(ngx_event_t *ev);
 static void ngx_zk_lock_remote_tell_handler(ngx_event_t *ev);
 static void ngx_zk_lock_remote_release(ngx_zk_lock_node_t *node);
-static ngx_zk_lock_node_t *ngx_zk_lock_remote_unpark(ngx_uint_t id,
+static ngx_zk_lock_node_t *ngx_zk_lock_remote_unpark(
+    ngx_zk_lock_remotes_t *r, ngx_uint_t id,
     ngx_str_t *path, ngx_zk_lock_notify_pt notify, void *data,
     ngx_log_t *log);
 static void ngx_zk_lock_remote_park(ngx_zk_lock_remote_t *rn);
@@ -108,19 +120,26 @@ static void ngx_zk_lock_remote_expire(ngx_event_t *ev);
 static void ngx_zk_lock_remote_free(ngx_zk_lock_remote_t *rn);
 
 
-static ngx_uint_t   ngx_zk_lock_remote_sessions;
-static ngx_uint_t   ngx_zk_lock_remote_generation;
-static ngx_queue_t  ngx_zk_lock_remote_nodes;
-static ngx_queue_t  ngx_zk_lock_remote_parked_nodes;
-
-
-void
-ngx_zk_lock_remote_init(ngx_uint_t sessions, ngx_uint_t generation)
+ngx_int_t
+ngx_zk_lock_remote_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
+    ngx_uint_t sessions, ngx_str_t *layer, ngx_uint_t generation)
 {
-    ngx_zk_lock_remote_sessions = sessions;
-    ngx_zk_lock_remote_generation = generation;
-    ngx_queue_init(&ngx_zk_lock_remote_nodes);
-    ngx_queue_init(&ngx_zk_lock_remote_parked_nodes);
+    ngx_zk_lock_remotes_t  *r;
+
+    r = ngx_pcalloc(cycle->pool, sizeof(ngx_zk_lock_remotes_t));
+    if (r == NULL) {
+        return NGX_ERROR;
+    }
+
+    r->layer = *layer;
+    r->sessions = sessions;
+    r->generation = generation;
+    ngx_queue_init(&r->nodes);
+    ngx_queue_init(&r->parked);
+
+    s->remotes = r;
+
+    return NGX_OK;
 }
 
 
@@ -135,7 +154,8 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
     ngx_zk_lock_remote_t       *rn;
 
     if (keep) {
-        node = ngx_zk_lock_remote_unpark(lp->id, path, notify, data, log);
+        node = ngx_zk_lock_remote_unpark(s->remotes, lp->id, path, notify,
+                                         data, log);
         if (node) {
             return node;
         }
@@ -148,6 +168,7 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
         return NULL;
     }
 
+    rn->remotes = s->remotes;
     rn->id = lp->id;
     rn->own = !s->brokered;
     rn->keep = keep;
@@ -194,7 +215,7 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
     node->notify_event.data = node;
     node->notify_event.log = ngx_cycle->log;
 
-    ngx_queue_insert_tail(&ngx_zk_lock_remote_nodes, &rn->queue);
+    ngx_queue_insert_tail(&s->remotes->nodes, &rn->queue);
 
     if (ngx_zk_lock_remote_connect(rn) != NGX_OK) {
         /* FAILED at once: the owner says why */
@@ -220,7 +241,7 @@ ngx_zk_lock_remote_connect(ngx_zk_lock_remote_t *rn)
     ngx_socket_t       fd;
     ngx_connection_t  *c;
 
-    n = ngx_zk_lock_remote_sessions;
+    n = rn->remotes->sessions;
     first = ngx_worker;
 
     if (rn->keep) {
@@ -238,7 +259,7 @@ ngx_zk_lock_remote_connect(ngx_zk_lock_remote_t *rn)
             continue;
         }
 
-        fd = ngx_zk_lock_remote_ask(slot, &rn->ask);
+        fd = ngx_zk_lock_remote_ask(rn->remotes, slot, &rn->ask);
         if (fd != (ngx_socket_t) -1) {
             break;
         }
@@ -278,7 +299,8 @@ ngx_zk_lock_remote_connect(ngx_zk_lock_remote_t *rn)
 /* a connected socket with the ask sent, or -1 */
 
 static ngx_socket_t
-ngx_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
+ngx_zk_lock_remote_ask(ngx_zk_lock_remotes_t *r, ngx_uint_t slot,
+    ngx_str_t *ask)
 {
     ssize_t             n;
     socklen_t           len;
@@ -290,8 +312,7 @@ ngx_zk_lock_remote_ask(ngx_uint_t slot, ngx_str_t *ask)
         return fd;
     }
 
-    len = ngx_zk_lock_broker_addr(&sun, ngx_zk_lock_remote_generation,
-                                  slot);
+    len = ngx_zk_lock_broker_addr(&sun, &r->layer, r->generation, slot);
 
     /* a full backlog refuses at once (EAGAIN): the next broker is asked */
 
@@ -646,15 +667,15 @@ ngx_zk_lock_remote_free(ngx_zk_lock_remote_t *rn)
 /* a lease parked on the lock: the request runs on it, no word to anybody */
 
 static ngx_zk_lock_node_t *
-ngx_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
-    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+ngx_zk_lock_remote_unpark(ngx_zk_lock_remotes_t *r, ngx_uint_t id,
+    ngx_str_t *path, ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
 {
     ngx_queue_t                *q, *pq;
     ngx_zk_lock_node_t         *node;
     ngx_zk_lock_remote_t       *rn;
 
-    for (q = ngx_queue_last(&ngx_zk_lock_remote_parked_nodes);
-         q != ngx_queue_sentinel(&ngx_zk_lock_remote_parked_nodes);
+    for (q = ngx_queue_last(&r->parked);
+         q != ngx_queue_sentinel(&r->parked);
          q = pq)
     {
         pq = ngx_queue_prev(q);
@@ -675,7 +696,7 @@ ngx_zk_lock_remote_unpark(ngx_uint_t id, ngx_str_t *path,
         }
 
         ngx_queue_remove(q);
-        ngx_queue_insert_tail(&ngx_zk_lock_remote_nodes, q);
+        ngx_queue_insert_tail(&r->nodes, q);
 
         if (rn->retry.timer_set) {
             ngx_del_timer(&rn->retry);
@@ -719,7 +740,7 @@ ngx_zk_lock_remote_park(ngx_zk_lock_remote_t *rn)
     node->log = ngx_cycle->log;
 
     ngx_queue_remove(&rn->queue);
-    ngx_queue_insert_tail(&ngx_zk_lock_remote_parked_nodes, &rn->queue);
+    ngx_queue_insert_tail(&rn->remotes->parked, &rn->queue);
 
     rn->parked = 1;
     rn->retry.handler = ngx_zk_lock_remote_expire;
@@ -815,7 +836,8 @@ ngx_zk_lock_remote_expire(ngx_event_t *ev)
 /* the worker's requests that wait for the directive's lock on the path */
 
 ngx_uint_t
-ngx_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path)
+ngx_zk_lock_remote_waiting(ngx_zk_lock_session_t *s, ngx_uint_t id,
+    ngx_str_t *path)
 {
     ngx_uint_t                  n;
     ngx_queue_t                *q;
@@ -823,8 +845,8 @@ ngx_zk_lock_remote_waiting(ngx_uint_t id, ngx_str_t *path)
 
     n = 0;
 
-    for (q = ngx_queue_head(&ngx_zk_lock_remote_nodes);
-         q != ngx_queue_sentinel(&ngx_zk_lock_remote_nodes);
+    for (q = ngx_queue_head(&s->remotes->nodes);
+         q != ngx_queue_sentinel(&s->remotes->nodes);
          q = ngx_queue_next(q))
     {
         rn = ngx_queue_data(q, ngx_zk_lock_remote_t, queue);

@@ -106,6 +106,10 @@ struct ngx_zk_lock_session_s {
     ngx_zk_lock_watch_pt          watch_handler;   /* a node watch fired */
     void                         *data;
 
+    /* zk_sessions, of this session's layer: its broker, its asks */
+    struct ngx_zk_lock_broker_s  *broker;
+    struct ngx_zk_lock_remotes_s *remotes;
+
     unsigned                      connected:1;
     unsigned                      down:1;     /* an attempt has failed */
     unsigned                      exiting:1;

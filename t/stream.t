@@ -16,8 +16,9 @@
 #  6. (t/stream-faults.t: a partition under zk_lock_lost abort, and under
 #     zk_lock_fail local=)
 #  7. a reload under load: every connection served, never more than N
-#  8. keep=: connections on kept leases make no ZooKeeper write; with more
-#     workers than leases, the bound holds
+#  8. keep=: connections on kept leases make no ZooKeeper write (the
+#     instance's: t/stream-sessions.t); with more workers than leases, the
+#     bound holds
 #  9. a UDP server: a datagram's session waits as a connection does
 # 10. zk_lock_fail open / closed / local= without ZooKeeper (local leases:
 #     one bound with HTTP on the same path); a path with variables;
@@ -332,9 +333,13 @@ subtest 'keep=: connections on kept leases write nothing to ZooKeeper' => sub {
     is(scalar(grep { $_->{status} == 200 } @r), 20, '20 connections served');
     ok(defined $z0 && defined $z1, 'read the zxid');
     is($z1, $z0, 'ZooKeeper wrote nothing meanwhile: zxid unchanged');
+    # the instance's leases are worker 0's: one that the other worker
+    # keeps is recalled first, a round trip
     my @tail = (split /\n/, stream_log($ng))[-20 .. -1];
-    is(scalar(grep { /^$port 200 ACQUIRED 0 \d+ \/st\/keep\// } @tail), 20,
-        '... each ACQUIRED at once, with a token');
+    is(scalar(grep { /^$port 200 ACQUIRED (\d+) \d+ \/st\/keep\//
+                     && $1 < 50 } @tail), 20,
+        '... each ACQUIRED at once (or after a recall), with a token')
+        or diag(join "\n", @tail);
     $ng->stop;
     no_ephemerals($zk, '/st/keep', 'once nginx stopped');
 };
