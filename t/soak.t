@@ -89,6 +89,16 @@
 # t/lib/asan.sh builds (a minute or two the first time).  SOAK_SECONDS
 # (0 skips the test), SOAK_SEED (CI=true: 36036, else drawn from the
 # clock), SOAK_CLIENTS; ZK_TEST_KEEP=1 keeps the logs.
+#
+# To hunt a rare failure: SOAK_ODDS ("s2=10,kv=12,...", the locks the
+# clients choose and how often; a lock left out fails its "requests
+# served"), SOAK_FAULTS ("blip=3,stop=4,...", the faults and how often),
+# SOAK_FAULT_INST (the instance whose workers are killed and stopped),
+# SOAK_LOG_LEVEL_A (A's error log level: debug, with a build made by
+# t/lib/asan.sh --with-debug).  t/lib/txncheck.py then lists the creates
+# of A that ZooKeeper applied and A's debug log never saw answered, from
+# ZooKeeper's transaction log: a node that may have leaked even when it
+# went with its session before the end.
 
 use strict;
 use warnings;
@@ -200,6 +210,7 @@ my %ST = (name => 'st', kind => 'sem', cap => 2, timeout => 2,
 my @LOCK_ODDS = (s => 20, kv => 20, m => 8, sw => 8, sl => 8, so => 5,
     'rw-r' => 7, 'rw-w' => 4, km => 8, 'kr-r' => 8, 'kr-w' => 3, s2 => 6,
     dry => 6);
+@LOCK_ODDS = split /[=,]/, $ENV{SOAK_ODDS} if $ENV{SOAK_ODDS};
 my @SLEEPS = (0, 0, 20, 50, 100, 200, 300);    # ms, the upstream's time
 
 ###############################################################################
@@ -213,7 +224,8 @@ my ($h2_suffix, $h2_on) = http2_listen();
 my %NG;
 my %H2PORT = map { $_ => free_port() } qw(A B C);
 $NG{A} = nginx_start(http_conf('A', $px->hosts, ''), backend => $be,
-    workers => 4, stream => stream_conf($px->hosts));
+    workers => 4, stream => stream_conf($px->hosts),
+    log_level => $ENV{SOAK_LOG_LEVEL_A});
 $NG{B} = nginx_start(http_conf('B', $zk->hosts, 'zk_sessions 2;'),
     backend => $be, workers => 4);
 $NG{C} = nginx_start(http_conf('C', $zk->hosts, ''), backend => $be,
@@ -459,20 +471,22 @@ sub event {
 }
 
 sub fault {
-    my $what = pick_weighted(reload => 3, kill => 3, stop => 4, blip => 2,
-        partition => 2, long_partition => 1, zk_restart => 1, revoke => 2);
+    my $what = pick_weighted($ENV{SOAK_FAULTS}
+        ? split(/[=,]/, $ENV{SOAK_FAULTS})
+        : (reload => 3, kill => 3, stop => 4, blip => 2,
+        partition => 2, long_partition => 1, zk_restart => 1, revoke => 2));
     if ($what eq 'reload') {
         my $inst = pick(@INST);
         event(what => 'reload', inst => $inst);
         $NG{$inst}->reload or note "reload of $inst: old workers remain";
     } elsif ($what eq 'kill') {
-        my $inst = pick(@INST);
+        my $inst = $ENV{SOAK_FAULT_INST} // pick(@INST);
         my $pid = victim($inst) or return;
         $NG{$inst}->expect_log(qr/worker process $pid exited on signal 9$/);
         event(what => 'kill', inst => $inst, pid => $pid);
         kill 'KILL', $pid;
     } elsif ($what eq 'stop') {
-        my $inst = pick(@INST);
+        my $inst = $ENV{SOAK_FAULT_INST} // pick(@INST);
         my $pid = victim($inst) or return;
         my $secs = 0.3 + rnd(1.2);
         event(what => 'stop', inst => $inst, pid => $pid,
