@@ -332,7 +332,29 @@ ok(!@left, sprintf('no node left below /soak %.0f s after the traffic, '
         my ($inst) = grep { my $i = $_; defined $pid
             && grep { $_ == $pid } $NG{$i}->child_pids } @INST;
         "  $_\n    " . ($inst ? "($inst) " : '') . ($d->{data} // '(gone)')
+        . "\n    " . owner_of($d)
     } @left[0 .. ($#left < 4 ? $#left : 4)];
+# whose session a leftover node is: the pid in its data is the requester's,
+# which need not be the worker whose session holds it (a broker, worker
+# 0's kept leases), and a session may outlive its worker (a ZooKeeper
+# restart gives a dead one its whole timeout again)
+sub owner_of {
+    my ($d) = @_;
+    return '' unless $d && $d->{exists};
+    my $owner = sprintf '0x%x', $d->{ephemeral_owner};
+    my $who = ' (no worker logged it)';
+    for my $i (@INST) {
+        my $log = $NG{$i}->error_log;
+        while ($log =~ /(\d+)#\d+: zookeeper session (0x[0-9a-f]+) connected/g) {
+            next if $2 ne $owner;
+            $who = sprintf ' of %s worker %d (%s)', $i, $1,
+                pid_alive($1) ? 'alive' : 'gone';
+        }
+    }
+    return sprintf 'session %s%s, made %.1f s ago', $owner, $who,
+        time - $d->{ctime} / 1000;
+}
+
 for my $inst (@INST) {
     my $n = $NG{$inst}->broker_pairs;
     is($n, 0, "$inst: no socket pair left between its workers");

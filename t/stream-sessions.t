@@ -153,6 +153,43 @@ subtest 'zk_sessions 1: 4 workers, one session' => sub {
     no_ephemerals($zk, '/sts/one', 'once nginx stopped');
 };
 
+# a worker that ZooKeeper refuses a session (maxClientCnxns: several
+# nginx behind one address) is served through a sibling's, as in http
+subtest 'a worker refused a session is served through a sibling' => sub {
+    my $zk2 = zk_start(cfg => { maxClientCnxns => 2 });
+    my $port = free_port();
+    my $stream = stream_conf('%%ZK%%',
+        $port => 'zk_semaphore /sts/refused leases=2 timeout=5s;');
+
+    # three connections that arrive at once may all get in: again then
+    my $ng;
+    for my $try (1 .. 5) {
+        my $before = () = $zk2->log =~ /Too many connections/g;
+        $ng = nginx_start($PLAIN, zk => $zk2, backend => $be, workers => 3,
+            stream => $stream);
+        wait_for(sub { sessions_made($ng) == 3
+                       || (() = $zk2->log =~ /Too many connections/g)
+                          > $before }, 15);
+        sleep 1;
+        last if sessions_made($ng) == 2;
+        $ng->stop;
+    }
+    is(scalar(sessions_made($ng)), 2,
+        '2 sessions, the third refused by the server');
+    $be->reset;
+    my $res = http_parallel([ map { [ $port,
+        "/c?key=refused&sleep=30&id=$_" ] } 1 .. 40 ], timeout => 15);
+    is(scalar(grep { $_->{status} == 200 } @$res), 40,
+        '40 connections served')
+        or diag(join ' ', map { $_->{status} } @$res);
+    cmp_ok($be->stats('refused')->{max}, '<=', 2, 'never more than 2');
+    unlike($ng->error_log, qr/no zookeeper connection/,
+        'no connection refused for want of a session');
+    $ng->stop;
+    no_ephemerals($zk2, '/sts/refused', 'once nginx stopped');
+    $zk2->stop;
+};
+
 subtest 'nginx -t: zk_sessions in stream' => sub {
     for my $case ([ 'zk_sessions 0;',
                     qr/value must be between 1 and 1024 in \S+:\d+/ ],
