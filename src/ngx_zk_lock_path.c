@@ -18,6 +18,9 @@
 /* what ngx_zk_lock_path_utf8() returns for what is not UTF-8 */
 #define NGX_ZK_LOCK_BAD_UTF8  0xffffffff
 
+/* a holder of kept leases lists the children at most this often, ms */
+#define NGX_ZK_LOCK_PATH_HEAR  100
+
 
 typedef struct {
     ngx_zk_lock_t                *lock;
@@ -34,6 +37,7 @@ typedef struct {
 } ngx_zk_lock_idle_path_t;
 
 
+static void ngx_zk_lock_path_hearing_handler(ngx_event_t *ev);
 static void ngx_zk_lock_path_delete(ngx_zk_lock_t *lock);
 static void ngx_zk_lock_path_idle_stat(
     ngx_zk_lock_idle_path_t *idle);
@@ -99,6 +103,8 @@ ngx_zk_lock_path_get(ngx_zk_lock_session_t *s, ngx_str_t *path,
     lock->keep = 0;
     lock->hear = 0;
     lock->denied = 0;
+    lock->heard = 0;
+    ngx_memzero(&lock->hearing, sizeof(ngx_event_t));
     ngx_queue_init(&lock->nodes);
 
     ngx_rbtree_insert(&s->locks, &lock->sn.node);
@@ -133,6 +139,10 @@ ngx_zk_lock_path_gc(ngx_zk_lock_t *lock)
 
     if (lock->transient && lock->made) {
         ngx_zk_lock_path_delete(lock);
+    }
+
+    if (lock->hearing.timer_set) {
+        ngx_del_timer(&lock->hearing);
     }
 
     ngx_rbtree_delete(&lock->session->locks, &lock->sn.node);
@@ -323,6 +333,51 @@ ngx_zk_lock_path_relist(ngx_zk_lock_t *lock)
 }
 
 
+/*
+ * The children changed.  A worker that holds kept leases there (keep.c)
+ * lists again at most once a NGX_ZK_LOCK_PATH_HEAR: the watch fires once,
+ * and the listing that sets it again waits for the end of the pause, so
+ * that a queue that moves fast costs each holder a few listings a second,
+ * not one per move, whatever the number of holders.  A lease count's watch
+ * (semaphore v2, as Curator's) is not delayed.
+ */
+
+void
+ngx_zk_lock_path_heard(ngx_zk_lock_t *lock)
+{
+    ngx_msec_int_t  wait;
+
+    wait = (ngx_msec_int_t) (lock->heard + NGX_ZK_LOCK_PATH_HEAR
+                             - ngx_current_msec);
+
+    if (lock->count || !lock->hear || wait <= 0) {
+        ngx_zk_lock_path_relist(lock);
+        return;
+    }
+
+    if (!lock->hearing.timer_set) {
+        lock->hearing.handler = ngx_zk_lock_path_hearing_handler;
+        lock->hearing.data = lock;
+        lock->hearing.log = &lock->session->log;
+        lock->hearing.cancelable = 1;
+        ngx_add_timer(&lock->hearing, (ngx_msec_t) wait);
+    }
+}
+
+
+static void
+ngx_zk_lock_path_hearing_handler(ngx_event_t *ev)
+{
+    ngx_zk_lock_t  *lock;
+
+    lock = ev->data;
+
+    if (lock->hear) {
+        ngx_zk_lock_path_relist(lock);
+    }
+}
+
+
 ngx_int_t
 ngx_zk_lock_path_list(ngx_zk_lock_t *lock)
 {
@@ -343,6 +398,10 @@ ngx_zk_lock_path_list(ngx_zk_lock_t *lock)
      */
 
     ngx_zk_lock_session_batch(s);
+
+    if (lock->hear) {
+        lock->heard = ngx_current_msec;
+    }
 
     if (lock->count || lock->hear) {
         rc = zoo_awget_children(s->zh, (char *) lock->path,

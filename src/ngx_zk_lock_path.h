@@ -101,6 +101,8 @@ struct ngx_zk_lock_s {
     ngx_uint_t                    transient;  /* levels to delete when idle */
     ngx_zk_lock_pool_t           *pool;       /* keep=: the worker's leases */
     ngx_uint_t                    tickets;    /* requests waiting there */
+    ngx_msec_t                    heard;      /* its last listing, hear */
+    ngx_event_t                   hearing;    /* the next, see path_heard() */
 
     unsigned                      count:1;    /* lists with a watch */
     unsigned                      keep:1;     /* a pool's, see keep.c */
@@ -123,6 +125,7 @@ ngx_zk_lock_t *ngx_zk_lock_path_find(ngx_zk_lock_session_t *s,
 void ngx_zk_lock_path_gc(ngx_zk_lock_t *lock);
 void ngx_zk_lock_path_ask(ngx_zk_lock_t *lock);
 void ngx_zk_lock_path_relist(ngx_zk_lock_t *lock);
+void ngx_zk_lock_path_heard(ngx_zk_lock_t *lock);
 ngx_int_t ngx_zk_lock_path_list(ngx_zk_lock_t *lock);
 void ngx_zk_lock_path_create_parents(ngx_zk_lock_t *lock);
 ngx_zk_lock_vet_e ngx_zk_lock_path_vet(ngx_zk_lock_t *lock);

@@ -130,7 +130,7 @@ ngx_zk_lock_wait_event(ngx_zk_lock_session_t *s, int type,
     }
 
     if (type == ZOO_CHILD_EVENT) {
-        ngx_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_heard(lock);
         return;
     }
 

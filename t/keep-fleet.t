@@ -22,6 +22,8 @@
 #     10 pairs, at most 4 ZooKeeper writes; one that waits beyond the
 #     patience does queue, and is served on the lease the other gives back
 #     (issue 38, item 2)
+#  8. the packets a change of the path's children costs ZooKeeper: at 6
+#     holders less than twice those at 2 (issue 38, item 2)
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
 use strict;
@@ -270,6 +272,60 @@ EOF
         . 'gave back (%.1f s), not after the long one (4 s)',
         $res->[1]{time}));
     $ng->stop;
+};
+
+# issue 38, item 2: what a change of a path's children costs ZooKeeper as
+# the holders grow.  Each nginx (1 worker) holds a kept lease, idle; a
+# foreign client makes 40 changes at once (participants that hold a free
+# lease at once and go).  Each holder used to list the path again for
+# every change it heard of: the packets per change grew with the holders
+# (8 at 2 nginx, 20 at 6: 2.5 times); a holder now lists again at most
+# once a 100 ms.
+sub packets {
+    my $m = zk_4lw($zk->port, 'mntr') // '';
+    my ($in) = $m =~ /zk_packets_received\s+(\d+)/;
+    my ($out) = $m =~ /zk_packets_sent\s+(\d+)/;
+    return ($in // 0) + ($out // 0);
+}
+
+sub per_change {
+    my ($n) = @_;
+    my $path = "/kf/churn$n";
+    my $leases = $n + 8;
+    my $c = <<"EOF";
+    zk_hosts %%ZK%%;
+    zk_session_timeout 30s;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /c {
+            zk_semaphore $path leases=$leases keep=30s timeout=5s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    my @ng = map { nginx_start($c, zk => $zk, backend => $be,
+        workers => 1) } 1 .. $n;
+    sessions_connected(@ng);
+    is(scalar(grep { $_->get('/c?key=churn')->{status} == 200 } @ng), $n,
+        "$n nginx: each holds a kept lease");
+    sleep 0.5;
+    my $p0 = packets();
+    my $changes = zk_churn($zk, $path, 20, 0);
+    sleep 0.5;
+    my $per = (packets() - $p0) / $changes;
+    is(scalar(zk_children($zk, $path)), $n, "$n nginx: still a lease each");
+    $_->stop for @ng;
+    return $per;
+}
+
+subtest 'a change costs about the same with 2 and 6 holders' => sub {
+    my $two = per_change(2);
+    my $six = per_change(6);
+    note sprintf 'packets per change: %.1f at 2 nginx, %.1f at 6', $two,
+        $six;
+    cmp_ok($six / $two, '<', 2, sprintf('6 holders: %.2f times the packets '
+        . 'of 2 per change (%.1f, %.1f), less than 2', $six / $two, $six,
+        $two));
 };
 
 done_testing();

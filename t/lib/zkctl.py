@@ -29,6 +29,10 @@ Every command prints one JSON document on stdout and exits 0; errors print
   acl PATH               -> ["world:anyone:r", "digest:u:<hash>:cdrwa", ...]
   wait-gone PATH --timeout T
                          -> {"gone": true|false}
+  churn PATH --count N [--pause S]
+                         -> {"changes": 2N}  N participants in Curator's
+        form (EPHEMERAL_SEQUENTIAL PATH/_c_<uuid>-lock-), each created
+        and then deleted, S seconds apart: 2N changes of PATH's children
 """
 
 import argparse
@@ -137,6 +141,17 @@ def cmd_create(client, args):
         makepath=args.makepath,
     )
     out({"node": node})
+
+
+def cmd_churn(client, args):
+    import uuid
+    for _ in range(args.count):
+        node = client.create("%s/_c_%s-lock-" % (args.path, uuid.uuid4()),
+                             b"", ephemeral=True, sequence=True)
+        time.sleep(args.pause)
+        client.delete(node)
+        time.sleep(args.pause)
+    out({"changes": 2 * args.count})
 
 
 def cmd_set(client, args):
@@ -265,6 +280,11 @@ def parse_args(argv):
     h.add_argument("--data")
     h.add_argument("--session-timeout", type=float, default=10.0)
 
+    ch = sub.add_parser("churn")
+    ch.add_argument("path")
+    ch.add_argument("--count", type=int, required=True)
+    ch.add_argument("--pause", type=float, default=0.0)
+
     w = sub.add_parser("wait-gone")
     w.add_argument("path")
     w.add_argument("--timeout", dest="wait_timeout", type=float,
@@ -283,6 +303,7 @@ COMMANDS = {
     "delete": cmd_delete,
     "hold": cmd_hold,
     "wait-gone": cmd_wait_gone,
+    "churn": cmd_churn,
 }
 
 

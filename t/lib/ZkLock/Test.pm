@@ -143,6 +143,8 @@ zk_create($hosts, $path, ephemeral => 1, sequence => 1, data => $d,
 makepath => 1) -> created path (an ephemeral dies with zkctl's session
 at once: use zk_hold for a lasting foreign holder);
 zk_delete($hosts, $path, recursive => 1) -> 1 deleted / 0 absent;
+zk_churn($hosts, $path, $n, $pause) -> 2n changes of $path's children: n
+participants in Curator's form, each created then deleted, $pause s apart;
 zk_wait_gone($hosts, $path, $timeout) -> bool;
 zk_hold($hosts, $parent, name => $n, seconds => 300, session_timeout => 10,
 data => $d) -> $holder (name: the prefix of its sequential node, by default
@@ -232,7 +234,7 @@ our @EXPORT = qw(
     http_get http_parallel http_parallel_bg http_parallel_collect
     http_abort_after
     zk_children zk_tree zk_ephemerals zk_get zk_create zk_set zk_delete
-    zk_wait_gone zk_hold zk_4lw zk_zxid curator_name
+    zk_wait_gone zk_hold zk_4lw zk_zxid zk_churn curator_name
     http2_listen h2_client h3_browser
     wait_for free_port proc_wait pid_alive started_pids tempdir
     sessions_connected no_ephemerals cpu_seconds peak_in_flight

@@ -94,6 +94,12 @@ sub zk_create {
     return _zkctl($hosts, @a)->{node};
 }
 
+sub zk_churn {
+    my ($hosts, $path, $n, $pause) = @_;
+    return _zkctl($hosts, 'churn', $path, '--count', $n,
+        '--pause', $pause // 0)->{changes};
+}
+
 # set a node's data (creating it); int => 1 stores a 4-byte big-endian int
 sub zk_set {
     my ($hosts, $path, $data, %opt) = @_;
