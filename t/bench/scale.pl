@@ -6,8 +6,11 @@
 # without kept leases (zk_semaphore keep=); one table, one row per case.
 # For each case: requests served (status 200) and the others, ZooKeeper
 # writes per request (from the server's zxid), ZooKeeper packets per
-# request (mntr: zk_packets_received + zk_packets_sent), fairness (Jain's
-# index of the requests served per client of each loaded instance: 1 is
+# request (mntr: zk_packets_received + zk_packets_sent) and per write
+# ("pkts/w": what a lease change costs, the packets of the sessions' pings
+# and probes left out, counted over a second idle before the case),
+# fairness (Jain's index of the requests served per client of each
+# loaded instance: 1 is
 # equal shares), the longest wait for the lock ($zk_lock_wait_time), and
 # the peak in flight at the backend (must never exceed the leases).
 #
@@ -274,11 +277,12 @@ sub load {
 }
 
 my @rows;
-my $fmt = "%5s %4s %5s %-9s %8s %6s %7s %5s %5s %8s %8s %7s %9s %7s "
+my $fmt = "%5s %4s %5s %-9s %8s %6s %7s %5s %5s %8s %8s %7s %7s %9s %7s "
     . "%10s %7s\n";
 sub header {
     printf $fmt, 'nginx', 'L', 'keep', 'clients', 'sessions', '200',
-        'non-200', 'cut', 'use', 'writes/r', 'pkts/r', 'Jain', 'min..max',
+        'non-200', 'cut', 'use', 'writes/r', 'pkts/r', 'pkts/w', 'Jain',
+        'min..max',
         'starved', 'wait max', 'peak/L';
 }
 
@@ -287,7 +291,7 @@ sub row {
     printf $fmt, $r->{n}, $r->{l}, $r->{keep}, $r->{mode}, $r->{sessions},
         $r->{ok}, $r->{bad}, $r->{cut}, sprintf('%.0f%%', 100 * $r->{use}),
         sprintf('%.4f', $r->{writes}), sprintf('%.2f', $r->{packets}),
-        sprintf('%.4f', $r->{jain}), "$r->{min}..$r->{max}",
+        sprintf('%.1f', $r->{per_write}), sprintf('%.4f', $r->{jain}), "$r->{min}..$r->{max}",
         "$r->{starved}/$r->{loaded}",
         $r->{waited} > $r->{wait} ? "$r->{waited}+ ms" : "$r->{wait} ms",
         "$r->{peak}/$r->{l}" . ($r->{clean} > $r->{l} ? '!'
@@ -334,6 +338,12 @@ sub case {
     logs(@$ng);
     $be->reset;
     my $sessions = connections() - $base;
+
+    # the sessions' pings and probes: a second of them, idle, first
+    my ($pi, $ti) = (packets(), time);
+    sleep 1;
+    my $idle = (packets() - $pi) / (time - $ti);
+
     my ($z0, $p0) = (zxid(), packets());
     my $t0 = time;
     my $storm = $reloads ? storm($ng->[0], $secs) : undef;
@@ -349,6 +359,7 @@ sub case {
     wait_for(sub { !zk_ephemerals($zk, $path) }, 10, 0.2)
         or warn "nodes left on $path after the case\n";
     my ($z1, $p1) = (zxid(), packets());
+    my $pinged = $idle * (time - $t0);
     my ($per, $w, $waited) = logs(@$ng);
     my ($ok, $bad, $cut) = (0, $fail, 0);
     for (@$per) { $ok += $_->[0]; $bad += $_->[1]; $cut += $_->[2] }
@@ -359,6 +370,7 @@ sub case {
         use => $ok / $took * 0.020 / $bound,
         writes => $ok ? ($z1 - $z0) / $ok : 0,
         packets => $ok ? ($p1 - $p0) / $ok : 0,
+        per_write => $z1 > $z0 ? ($p1 - $p0 - $pinged) / ($z1 - $z0) : 0,
         jain => jain(map { $per->[$_][0] / $on[$_] } grep { $on[$_] }
             0 .. $#on),
         loaded => scalar(grep { $_ } @on),
