@@ -603,8 +603,6 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
 {
     ngx_uint_t                     i;
     ngx_str_t                     *path;
-    ngx_http_zk_lock_spec_t       *copy;
-    ngx_zk_lock_params_t         **sp;
     ngx_http_zk_lock_metric_t     *metric;
     ngx_http_zk_lock_main_conf_t  *lmcf;
 
@@ -650,33 +648,12 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         metric->counter = spec->lock.counter;
     }
 
-    /*
-     * The brokers of zk_sessions find a directive by its number: a copy,
-     * as the location's array may move as it grows
-     */
-
-    if (lmcf->specs == NULL) {
-        lmcf->specs = ngx_array_create(cf->pool, 4,
-                                       sizeof(ngx_zk_lock_params_t *));
-        if (lmcf->specs == NULL) {
-            return NGX_CONF_ERROR;
-        }
-    }
-
-    sp = ngx_array_push(lmcf->specs);
-    if (sp == NULL) {
+    if (ngx_zk_lock_params_number(cf, &lmcf->specs, spec,
+                                  sizeof(ngx_http_zk_lock_spec_t))
+        != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
-
-    spec->lock.id = lmcf->specs->nelts - 1;
-
-    copy = ngx_palloc(cf->pool, sizeof(ngx_http_zk_lock_spec_t));
-    if (copy == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    *copy = *spec;
-    *sp = &copy->lock;
 
     if (spec->lock.counter.len) {
         if (lmcf->counters == NULL) {

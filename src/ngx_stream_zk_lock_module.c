@@ -318,8 +318,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_int_t                        rc;
     ngx_str_t                       *value;
-    ngx_zk_lock_params_t           **sp;
-    ngx_stream_zk_lock_spec_t       *spec, *copy;
+    ngx_stream_zk_lock_spec_t       *spec;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
     value = cf->args->elts;
@@ -390,35 +389,8 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     spec->stat = rc;
 
-    /*
-     * The brokers of zk_sessions find a directive by its number: a copy,
-     * as the server's array may move as it grows
-     */
-
-    if (smcf->specs == NULL) {
-        smcf->specs = ngx_array_create(cf->pool, 4,
-                                       sizeof(ngx_zk_lock_params_t *));
-        if (smcf->specs == NULL) {
-            return NGX_CONF_ERROR;
-        }
-    }
-
-    sp = ngx_array_push(smcf->specs);
-    if (sp == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    spec->lock.id = smcf->specs->nelts - 1;
-
-    copy = ngx_palloc(cf->pool, sizeof(ngx_stream_zk_lock_spec_t));
-    if (copy == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    *copy = *spec;
-    *sp = &copy->lock;
-
-    return NGX_CONF_OK;
+    return ngx_zk_lock_params_number(cf, &smcf->specs, spec,
+                                     sizeof(ngx_stream_zk_lock_spec_t));
 }
 
 

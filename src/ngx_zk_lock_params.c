@@ -623,6 +623,46 @@ ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
 
 
 /*
+ * The brokers of zk_sessions find a directive by its number: the layer's
+ * description of it (spec, size bytes, its ngx_zk_lock_params_t first)
+ * is numbered, and a copy kept, as the block's array may move as it grows
+ */
+
+char *
+ngx_zk_lock_params_number(ngx_conf_t *cf, ngx_array_t **specs, void *spec,
+    size_t size)
+{
+    void                   *copy;
+    ngx_zk_lock_params_t  **sp, *lp;
+
+    if (*specs == NULL) {
+        *specs = ngx_array_create(cf->pool, 4, sizeof(ngx_zk_lock_params_t *));
+        if (*specs == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    sp = ngx_array_push(*specs);
+    if (sp == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    lp = spec;
+    lp->id = (*specs)->nelts - 1;
+
+    copy = ngx_palloc(cf->pool, size);
+    if (copy == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ngx_memcpy(copy, spec, size);
+    *sp = copy;
+
+    return NGX_CONF_OK;
+}
+
+
+/*
  * One lock directive per path in a block (locks: the layer's array of
  * directives, each starting with its ngx_zk_lock_params_t; lp, the last
  * one).  A second one on the same nodes would be a re-entry of the first,

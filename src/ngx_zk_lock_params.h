@@ -68,6 +68,8 @@ void ngx_zk_lock_params_init(ngx_zk_lock_params_t *lp, ngx_uint_t type,
 char *ngx_zk_lock_params(ngx_conf_t *cf, ngx_command_t *cmd,
     ngx_zk_lock_params_t *lp);
 char *ngx_zk_lock_params_recipe(ngx_conf_t *cf, ngx_zk_lock_params_t *lp);
+char *ngx_zk_lock_params_number(ngx_conf_t *cf, ngx_array_t **specs,
+    void *spec, size_t size);
 char *ngx_zk_lock_params_unique(ngx_conf_t *cf, ngx_array_t *locks,
     ngx_zk_lock_params_t *lp, ngx_uint_t reentry);
 char *ngx_zk_lock_params_fail(ngx_conf_t *cf, ngx_flag_t *open,
