@@ -237,7 +237,8 @@ our @EXPORT = qw(
     zk_wait_gone zk_hold zk_4lw zk_zxid zk_churn curator_name
     http2_listen h2_client h3_browser
     wait_for free_port proc_wait pid_alive started_pids tempdir
-    sessions_connected no_ephemerals cpu_seconds peak_in_flight
+    sessions_connected nginx_start_refused no_ephemerals cpu_seconds
+    peak_in_flight
     run_cmd spawn register_pid slurp
 );
 
@@ -797,6 +798,33 @@ sub http_parallel {
 # restart it, start more requests) while these run; http_parallel_collect
 # waits for the child and returns http_parallel's results.
 my %BG;
+
+# nginx_start(@args), again until ZooKeeper ($zk: its maxClientCnxns one
+# below the workers) refused exactly one worker a session: connections
+# that arrive at once may all get in, the server counting those it has
+# registered.  Returns the nginx and the refused worker's pid (undef if
+# 5 starts did not come to that).
+sub nginx_start_refused {
+    my ($zk, @args) = @_;
+    my %opt = @args[1 .. $#args];
+    my $made = sub { my %m = map { $_ => 1 } $_[0]->error_log
+        =~ /(\d+)#\d+: zookeeper session 0x[0-9a-f]+ connected/g; %m };
+    my $ng;
+    for my $try (1 .. 5) {
+        my $before = () = $zk->log =~ /Too many connections/g;
+        $ng = nginx_start(@args);
+        wait_for(sub { my %m = $made->($ng); keys %m == $opt{workers}
+            || (() = $zk->log =~ /Too many connections/g) > $before }, 15);
+        sleep 1;
+        my %m = $made->($ng);
+        if (keys %m == $opt{workers} - 1) {
+            my ($refused) = grep { !$m{$_} } $ng->worker_pids;
+            return ($ng, $refused);
+        }
+        $ng->stop if $try < 5;
+    }
+    return ($ng, undef);
+}
 
 # true once every worker of these nginx instances has logged that its
 # ZooKeeper session is connected (they connect after nginx_start returns)
