@@ -229,7 +229,7 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
 /*
  * The worker's own broker first, then the others in turn, from the one
  * after the last asked; for a kept lease, worker 0 first, whose are the
- * instance's (see module.c).  A broker without a session does not listen,
+ * instance's (see get_init()).  A broker without a session does not listen,
  * or says "n".  A worker with a session of its own asks only when it has
  * none (ngx_zk_lock_session_none()), or for worker 0's kept leases.
  */
