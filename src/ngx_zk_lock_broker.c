@@ -15,12 +15,17 @@
 /*
  * A worker's ask, from reading it to the end of its node:
  *
- *             whole          taken
- *   READING --------> ASKED -------> (the node's moves, each told)
- *      |                |
- *      | bad, or closed | closed by the worker
- *      v                v
- *    closed          released, closed
+ *  accepted        whole          taken
+ *  ---------> READING --------> ASKED -------> (the node's moves, each told)
+ *     |          |                |
+ *     |          | bad, or closed | closed by the worker
+ *     v          v                v
+ *  "n", closed: closed         released, closed
+ *  no session
+ *
+ * The broker listens only while its session is usable (reach()): one
+ * refused by ZooKeeper, or in jeopardy, takes no ask, and its siblings ask
+ * another broker.
  *
  * A kept lease lent to the worker (see ngx_zk_lock_remote.c) is
  * recalled with "r\n" when the pool wants it back, and when this worker
