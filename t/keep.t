@@ -681,7 +681,10 @@ sub fair_run {
         'a and b hold both leases');
     ok(wait_for(sub { (lock_stats($ng, $path)->{waiting} // 0) == 2 }, 5),
         'c and d wait');
-    my @mine = eph_children($path);
+    # the queued node comes once c has waited 100 ms for the worker's own
+    # leases (at its share, see keep_stall())
+    my @mine;
+    wait_for(sub { @mine = eph_children($path); @mine == 3 }, 3);
     is(scalar @mine, 3, 'the worker has 2 nodes that hold and 1 queued')
         or diag explain \@mine;
     my %ours = map { owner($_) => 1 } @mine;
