@@ -369,6 +369,7 @@ sub new {
     close $in_r;
     close $out_w;
     my $self = bless { pid => $pid, stdin => $in_w, log => $log,
+        hosts => $hosts,
         session_timeout => $opt{session_timeout} // 10 }, $class;
     my $line = '';
     my $sel = IO::Select->new($out_r);
@@ -398,6 +399,11 @@ sub release {
     # It may first have to reconnect (up to a session timeout) to close.
     ZkLock::Test::_terminate(delete $self->{pid}, 'TERM',
         $self->{session_timeout} + 5);
+    # A close that the loaded server did not answer in time (kazoo gives
+    # up and drops the connection) leaves the node until the session
+    # expires: the lock is free once it is gone, not before.
+    ZkLock::Test::zk_wait_gone($self->{hosts}, $self->{node},
+        $self->{session_timeout} + 2) if $self->{node};
 }
 
 # Crash: the session stays open on the server until it expires.
