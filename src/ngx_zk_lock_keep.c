@@ -200,6 +200,9 @@ static ngx_zk_lock_node_t *ngx_zk_lock_keep_ticket(
     ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
 static void ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool);
 static ngx_uint_t ngx_zk_lock_keep_stall(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_timer(ngx_zk_lock_pool_t *pool,
+    ngx_event_t *ev, ngx_event_handler_pt handler, ngx_log_t *log);
+static void ngx_zk_lock_keep_timers_stop(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_node_notify(ngx_zk_lock_node_t *node);
 static void ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease);
 static void ngx_zk_lock_keep_assign_read(ngx_zk_lock_lease_t *lease,
@@ -414,25 +417,14 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
     pool->transient = transient;
     pool->free = 1;
 
-    pool->linger.handler = ngx_zk_lock_keep_linger_handler;
-    pool->linger.data = pool;
-    pool->linger.log = &s->log;
-    pool->linger.cancelable = 1;
-
-    pool->patience.handler = ngx_zk_lock_keep_refill_handler;
-    pool->patience.data = pool;
-    pool->patience.log = &s->log;
-    pool->patience.cancelable = 1;
-
-    pool->stall.handler = ngx_zk_lock_keep_refill_handler;
-    pool->stall.data = pool;
-    pool->stall.log = &s->log;
-    pool->stall.cancelable = 1;
-
-    pool->starve.handler = ngx_zk_lock_keep_starve_handler;
-    pool->starve.data = pool;
-    pool->starve.log = &s->log;
-    pool->starve.cancelable = 1;
+    ngx_zk_lock_keep_timer(pool, &pool->linger,
+                           ngx_zk_lock_keep_linger_handler, &s->log);
+    ngx_zk_lock_keep_timer(pool, &pool->patience,
+                           ngx_zk_lock_keep_refill_handler, &s->log);
+    ngx_zk_lock_keep_timer(pool, &pool->stall,
+                           ngx_zk_lock_keep_refill_handler, &s->log);
+    ngx_zk_lock_keep_timer(pool, &pool->starve,
+                           ngx_zk_lock_keep_starve_handler, &s->log);
 
     /* the lock is made, or found, by the pool's first node */
 
@@ -634,6 +626,40 @@ ngx_zk_lock_keep_stall(ngx_zk_lock_pool_t *pool)
     }
 
     return 1;
+}
+
+
+/* one of the pool's own timers */
+
+static void
+ngx_zk_lock_keep_timer(ngx_zk_lock_pool_t *pool, ngx_event_t *ev,
+    ngx_event_handler_pt handler, ngx_log_t *log)
+{
+    ev->handler = handler;
+    ev->data = pool;
+    ev->log = log;
+    ev->cancelable = 1;
+}
+
+
+/* the pool goes (gc(), or the worker exits: free()): so do its timers */
+
+static void
+ngx_zk_lock_keep_timers_stop(ngx_zk_lock_pool_t *pool)
+{
+    ngx_event_t  *ev[4];
+    ngx_uint_t    i;
+
+    ev[0] = &pool->linger;
+    ev[1] = &pool->patience;
+    ev[2] = &pool->stall;
+    ev[3] = &pool->starve;
+
+    for (i = 0; i < 4; i++) {
+        if (ev[i]->timer_set) {
+            ngx_del_timer(ev[i]);
+        }
+    }
 }
 
 
@@ -1472,21 +1498,7 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
         return;
     }
 
-    if (pool->linger.timer_set) {
-        ngx_del_timer(&pool->linger);
-    }
-
-    if (pool->patience.timer_set) {
-        ngx_del_timer(&pool->patience);
-    }
-
-    if (pool->stall.timer_set) {
-        ngx_del_timer(&pool->stall);
-    }
-
-    if (pool->starve.timer_set) {
-        ngx_del_timer(&pool->starve);
-    }
+    ngx_zk_lock_keep_timers_stop(pool);
 
     lock = pool->lock;
     lock->pool = NULL;
@@ -1524,21 +1536,7 @@ ngx_zk_lock_keep_free(ngx_zk_lock_t *lock)
         ngx_free(lease);
     }
 
-    if (pool->linger.timer_set) {
-        ngx_del_timer(&pool->linger);
-    }
-
-    if (pool->patience.timer_set) {
-        ngx_del_timer(&pool->patience);
-    }
-
-    if (pool->stall.timer_set) {
-        ngx_del_timer(&pool->stall);
-    }
-
-    if (pool->starve.timer_set) {
-        ngx_del_timer(&pool->starve);
-    }
+    ngx_zk_lock_keep_timers_stop(pool);
 
     lock->pool = NULL;
     lock->refs--;
