@@ -40,6 +40,8 @@ static void ngx_zk_lock_gate_rewind(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, int error);
+static ngx_uint_t ngx_zk_lock_gate_reask(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, int error);
 static void ngx_zk_lock_gate_lost(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold);
 static void ngx_zk_lock_gate_timeout(ngx_event_t *ev);
@@ -622,6 +624,10 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
         return;
     }
 
+    if (ngx_zk_lock_gate_reask(gate, hold, error)) {
+        return;
+    }
+
     if (gate->fail_local
         && (ngx_zk_lock_session_error(error)
             || error == NGX_ZK_LOCK_JEOPARDY))
@@ -672,6 +678,68 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
     }
 
     ngx_zk_lock_gate_end(gate, NGX_ZK_LOCK_GATE_ERROR);
+}
+
+
+/*
+ * A lock asked of a sibling's broker (worker 0's kept leases), which could
+ * not take it for want of a session: it said "n", its session gone since
+ * the ask was queued in its backlog, or its node failed with a session's
+ * error before it held.  A worker with a session of its own asks again,
+ * once, for what is left of the wait: get() finds worker 0 not listening
+ * and takes the lock in this worker (or worker 0 listening again, with a
+ * session).  Before, the request failed with a connection loss while the
+ * worker's own session was fine.
+ */
+
+static ngx_uint_t
+ngx_zk_lock_gate_reask(ngx_zk_lock_gate_t *gate,
+    ngx_zk_lock_gate_hold_t *hold, int error)
+{
+    ngx_int_t               rc;
+    ngx_msec_t              timeout, waited;
+    ngx_zk_lock_node_t     *node;
+    ngx_zk_lock_session_t  *s;
+
+    s = gate->session;
+    node = hold->node;
+
+    if (node == NULL || node->remote_path == NULL || hold->reasked
+        || s->brokered || ngx_zk_lock_session_gone(s)
+        || !(node->declined || ngx_zk_lock_session_error(error)))
+    {
+        return 0;
+    }
+
+    timeout = ngx_zk_lock_gate_timeout_of(gate, hold);
+    waited = ngx_current_msec - gate->since;
+
+    if (timeout && waited >= timeout) {
+        return 0;
+    }
+
+    ngx_log_error(NGX_LOG_INFO, gate->log, 0,
+                  "%s \"%V\": the broker asked has no session, asking "
+                  "again", ngx_zk_lock_gate_directive(hold), &hold->path);
+
+    hold->reasked = 1;
+    hold->node = NULL;
+    ngx_zk_lock_release(node);
+
+    rc = ngx_zk_lock_gate_queue(gate, hold, timeout);
+
+    if (rc == NGX_OK) {
+        ngx_zk_lock_gate_next(gate, hold);
+        return 1;
+    }
+
+    if (rc != NGX_AGAIN) {
+        return 0;
+    }
+
+    ngx_zk_lock_gate_arm(gate, hold, timeout ? timeout - waited
+                                             : s->timeout);
+    return 1;
 }
 
 

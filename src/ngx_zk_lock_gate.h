@@ -105,6 +105,7 @@ struct ngx_zk_lock_gate_hold_s {
     ngx_str_t                     held;       /* its node's path, once held */
     int64_t                       token;      /* and the node's czxid */
     unsigned                      counted:1;  /* as held, in the counters */
+    unsigned                      reasked:1;  /* of the worker's session */
 };
 
 

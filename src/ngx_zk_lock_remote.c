@@ -543,6 +543,9 @@ ngx_zk_lock_remote_elsewhere(ngx_zk_lock_remote_t *rn)
         return;
     }
 
+    /* the owner may take it through a session of its own, see gate.c */
+    rn->node.declined = 1;
+
     ngx_zk_lock_remote_gone(rn);
 }
 

@@ -6,6 +6,11 @@
 #     leases and is stopped (SIGSTOP) while the requests of worker 1 time
 #     out and close their asks; resumed, it grants the idle leases to asks
 #     whose worker is gone, and lives on (it used to read a freed ask)
+#  1b. worker 0 stopped (SIGSTOP) for longer than its session timeout
+#     while worker 1's requests wait for its kept leases: resumed, worker 0
+#     finds its session expired and answers that it takes no asks; the
+#     requests are served through worker 1's own session (they failed
+#     with a connection loss before)
 #  2. two nginx in containers that share a network namespace (each
 #     master PID 1 of its own PID namespace): each serves its own lock
 #     with its own bound, no broker name taken by the other
@@ -73,6 +78,46 @@ EOF
     cmp_ok($be->stats('k')->{max}, '<=', 8, 'at most 8 at a time');
     $ng->stop;
     ok(wait_for(sub { !zk_ephemerals($zk, '/br/k') }, 8), 'no node left');
+};
+
+subtest "worker 0's session expires while asks wait for it" => sub {
+    my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
+    zk_hosts %%ZK%%;
+    zk_session_timeout 2s;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /e {
+            zk_semaphore /br/e leases=4 keep=30s timeout=20s;
+            add_header X-Pid $pid always;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    my ($w0, $w1) = sort { $a <=> $b } $ng->worker_pids;
+    ok(sessions_connected(10, $ng), 'sessions up');
+
+    # worker 1 alone accepts; its asks for worker 0's kept leases wait in
+    # worker 0's backlog while worker 0's session expires on the server
+    kill 'STOP', $w0;
+    my $bg = http_parallel_bg([ map { [ $ng->port, "/e?key=e&sleep=100" ] }
+        1 .. 6 ], timeout => 30);
+    sleep 6;
+    kill 'CONT', $w0;
+    my $res = http_parallel_collect($bg, 40);
+    is(scalar(grep { $_->{status} == 200 } @$res), 6,
+        'every request served, by the session of worker 1 if need be')
+        or diag(join(' ', map { $_->{status} } @$res), "\n",
+                grep { m{br/e|broker} } split /^/m, $ng->error_log);
+    cmp_ok($be->stats('e')->{max}, '<=', 4, 'at most 4 at a time');
+
+    $be->reset;
+    $res = http_parallel([ map { [ $ng->port, "/e?key=e&sleep=50" ] }
+        1 .. 12 ], timeout => 30);
+    is(scalar(grep { $_->{status} == 200 } @$res), 12, 'then 12 x 200')
+        or diag(join ' ', map { $_->{status} } @$res);
+    ok(pid_alive($w0) && pid_alive($w1), 'both workers live on');
+    $ng->stop;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/br/e') }, 8), 'no node left');
 };
 
 subtest 'two nginx in containers that share a network namespace' => sub {
