@@ -168,24 +168,8 @@ struct ngx_zk_lock_pool_s {
     ngx_uint_t                    idle;
     ngx_uint_t                    queued;
 
-    /* from the last listing */
-    ngx_uint_t                    free;       /* leases that nobody held */
-    ngx_uint_t                    ceil;       /* the fair share, rounded */
-    ngx_uint_t                    floor;
-    unsigned                      others:1;   /* another participant waits */
-    unsigned                      owed:1;     /* one waits under its share */
-    unsigned                      lagging:1;  /* one waits with its floor */
+    ngx_zk_lock_share_t           share;      /* from the last listing */
 };
-
-
-/* a participant in a listing: the nodes of one worker, or one node */
-
-typedef struct {
-    u_char                       *name;
-    size_t                        len;
-    ngx_uint_t                    held;
-    ngx_uint_t                    waiting;
-} ngx_zk_lock_part_t;
 
 
 static ngx_zk_lock_pool_t *ngx_zk_lock_keep_pool(
@@ -237,21 +221,6 @@ static void ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_free(ngx_zk_lock_t *lock);
 static void ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n);
-static ngx_uint_t ngx_zk_lock_keep_parts(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_zk_lock_part_t *parts);
-static void ngx_zk_lock_keep_share(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
-    ngx_uint_t *demand);
-static ngx_uint_t ngx_zk_lock_keep_level(ngx_uint_t *demand,
-    ngx_uint_t nd, ngx_uint_t total, ngx_uint_t amount);
-static void ngx_zk_lock_keep_owed(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
-    size_t len);
-static ngx_uint_t ngx_zk_lock_keep_same(ngx_zk_lock_part_t *a,
-    ngx_zk_lock_part_t *b);
-static ngx_uint_t ngx_zk_lock_keep_ours(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_part_t *part, size_t len);
 static void ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
     ngx_zk_lock_part_t *parts, ngx_uint_t np);
@@ -260,11 +229,6 @@ static void ngx_zk_lock_keep_watched(ngx_zk_lock_pool_t *pool,
 static void ngx_zk_lock_keep_starve_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
-static size_t ngx_zk_lock_keep_prefix(ngx_zk_lock_child_t *child);
-static int ngx_libc_cdecl ngx_zk_lock_keep_part_cmp(const void *one,
-    const void *two);
-static int ngx_libc_cdecl ngx_zk_lock_keep_uint_cmp(const void *one,
-    const void *two);
 
 
 static ngx_zk_lock_keeper_t  ngx_zk_lock_keeper = {
@@ -415,7 +379,7 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
     pool->counter = counter;
     pool->keep = keep;
     pool->transient = transient;
-    pool->free = 1;
+    pool->share.free = 1;
 
     ngx_zk_lock_keep_timer(pool, &pool->linger,
                            ngx_zk_lock_keep_linger_handler, &s->log);
@@ -493,8 +457,8 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
     ngx_queue_insert_tail(&pool->leases, &lease->queue);
     pool->queued++;
 
-    if (pool->free) {
-        pool->free--;
+    if (pool->share.free) {
+        pool->share.free--;
     }
 
     return NGX_OK;
@@ -561,8 +525,8 @@ ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool)
     }
 
     /* ngx_min() and ngx_max() are macros: no conditional in them */
-    want = (pool->others || pool->kind == NGX_ZK_LOCK_READ)
-           ? 1 : ngx_max(pool->free, 1);
+    want = (pool->share.others || pool->kind == NGX_ZK_LOCK_READ)
+           ? 1 : ngx_max(pool->share.free, 1);
     want = ngx_min(tickets, want);
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, &s->log, 0,
@@ -606,7 +570,7 @@ ngx_zk_lock_keep_stall(ngx_zk_lock_pool_t *pool)
     ngx_zk_lock_node_t  *ticket;
 
     if (pool->kind == NGX_ZK_LOCK_READ
-        || pool->held == 0 || pool->held < pool->ceil || pool->free
+        || pool->held == 0 || pool->held < pool->share.ceil || pool->share.free
         || ngx_queue_empty(&pool->tickets))
     {
         return 0;
@@ -729,8 +693,10 @@ ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
 {
     ngx_uint_t                fresh, wanted, exiting, keep;
     ngx_zk_lock_pool_t       *pool;
+    ngx_zk_lock_share_t      *sh;
 
     pool = lease->pool;
+    sh = &pool->share;
 
     fresh = (lease->state == NGX_ZK_LOCK_KEEP_QUEUED);
 
@@ -757,12 +723,11 @@ ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
         keep = wanted;
 
     } else if (lease->doomed
-               || (pool->others
-                   && (pool->held > pool->ceil
-                       || (pool->owed
-                           && pool->held + pool->queued > pool->floor)
-                       || (pool->lagging && pool->ceil > pool->floor
-                           && pool->held >= pool->ceil))))
+               || (sh->others
+                   && (pool->held > sh->ceil
+                       || (sh->owed && pool->held + pool->queued > sh->floor)
+                       || (sh->lagging && sh->ceil > sh->floor
+                           && pool->held >= sh->ceil))))
     {
         /*
          * within its quantum, it serves on, or idles for the grace: a
@@ -779,7 +744,7 @@ ngx_zk_lock_keep_assign(ngx_zk_lock_lease_t *lease)
         ngx_log_debug4(NGX_LOG_DEBUG_HTTP, &pool->lock->session->log, 0,
                        "zk lock: \"%s\" gives a lease back: holds %ui, "
                        "its share %ui-%ui", pool->lock->path, pool->held,
-                       pool->floor, pool->ceil);
+                       pool->share.floor, pool->share.ceil);
 
         ngx_zk_lock_keep_give_back(lease, !exiting);
         return;
@@ -821,7 +786,7 @@ ngx_zk_lock_keep_assign_read(ngx_zk_lock_lease_t *lease, ngx_uint_t fresh)
         || (!fresh && (ngx_exiting || ngx_terminate || ngx_quit
                        || !ngx_zk_lock_keep_boards(lease))))
     {
-        ngx_zk_lock_keep_give_back(lease, pool->others);
+        ngx_zk_lock_keep_give_back(lease, pool->share.others);
         return;
     }
 
@@ -856,7 +821,7 @@ ngx_zk_lock_keep_boards(ngx_zk_lock_lease_t *lease)
         return 0;
     }
 
-    if (lease->pool->others
+    if (lease->pool->share.others
         && ngx_current_msec - lease->held_at >= NGX_ZK_LOCK_KEEP_QUANTUM)
     {
         lease->closed = 1;
@@ -929,11 +894,11 @@ ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
     /* to come back at the end of its request, whoever owns it */
 
     if (pool->kind == NGX_ZK_LOCK_READ) {
-        if (pool->others || ngx_exiting) {
+        if (pool->share.others || ngx_exiting) {
             ngx_zk_lock_keep_recall(ticket);
         }
 
-    } else if (lease->doomed || lease->excess || pool->others
+    } else if (lease->doomed || lease->excess || pool->share.others
                || pool->lock->tickets || ngx_exiting)
     {
         ngx_zk_lock_keep_recall(ticket);
@@ -991,8 +956,8 @@ ngx_zk_lock_keep_lent(ngx_zk_lock_pool_t *pool)
             /* a read lock's riders do not keep others from boarding */
 
             wanted = (pool->kind == NGX_ZK_LOCK_READ)
-                     ? pool->others || lease->closed
-                     : waiting || pool->others || lease->doomed
+                     ? pool->share.others || lease->closed
+                     : waiting || pool->share.others || lease->doomed
                        || lease->excess;
 
             if (wanted) {
@@ -1135,7 +1100,7 @@ ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease)
      * for "keep", per value
      */
 
-    if (!pool->others && !ngx_zk_lock_keep_unused(pool)) {
+    if (!pool->share.others && !ngx_zk_lock_keep_unused(pool)) {
         limit = pool->keep;
     }
 
@@ -1147,7 +1112,7 @@ ngx_zk_lock_keep_check(ngx_zk_lock_lease_t *lease)
         || (lease->doomed && ngx_current_msec - lease->held_at
                              >= NGX_ZK_LOCK_KEEP_QUANTUM))
     {
-        ngx_zk_lock_keep_give_back(lease, pool->others);
+        ngx_zk_lock_keep_give_back(lease, pool->share.others);
         return;
     }
 
@@ -1547,7 +1512,7 @@ ngx_zk_lock_keep_free(ngx_zk_lock_t *lock)
 
 /*
  * A listing of a path where the worker keeps leases: who else waits, and
- * the fair shares (see above)
+ * the fair shares (see above; share.c computes them)
  */
 
 void
@@ -1583,9 +1548,15 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
         leases = pool->counter->value;
     }
 
-    np = ngx_zk_lock_keep_parts(pool, children, n, leases, parts);
-    ngx_zk_lock_keep_share(pool, parts, np, leases,
-                           (ngx_uint_t *) (void *) &parts[n]);
+    pool->share.ours = lock->session->ours;
+    pool->share.leases = leases;
+    pool->share.demand = lock->tickets
+                         ? NGX_MAX_UINT32_VALUE
+                         : 1000 * (pool->held - pool->idle);
+
+    np = ngx_zk_lock_share_parts(&pool->share, children, n, parts);
+    ngx_zk_lock_share(&pool->share, parts, np,
+                      (ngx_uint_t *) (void *) &parts[n]);
     ngx_zk_lock_keep_doom(pool, children, n, leases, parts, np);
 
     ngx_free(parts);
@@ -1593,7 +1564,7 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     ngx_zk_lock_keep_excess(pool, children, n, leases);
     ngx_zk_lock_keep_lent(pool);
 
-    if (!pool->others) {
+    if (!pool->share.others) {
         ngx_zk_lock_keep_gc(pool);
         return;
     }
@@ -1617,307 +1588,22 @@ ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
 {
     ngx_uint_t  i;
 
-    pool->others = 0;
+    pool->share.others = 0;
 
     for (i = 0; i < n && children[i].seq < NGX_ZK_LOCK_SEQ_WRAPPED; i++) {
         if (children[i].write) {
-            pool->others = 1;
+            pool->share.others = 1;
             break;
         }
     }
 
     ngx_zk_lock_keep_lent(pool);
 
-    if (pool->others) {
+    if (pool->share.others) {
         ngx_zk_lock_keep_check_idle(pool);
     }
 
     ngx_zk_lock_keep_gc(pool);
-}
-
-
-/* the participants of a listing, with their nodes held and waiting */
-
-static ngx_uint_t
-ngx_zk_lock_keep_parts(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_zk_lock_part_t *parts)
-{
-    ngx_uint_t                i, np, participants;
-    ngx_zk_lock_part_t       *p;
-
-    np = 0;
-    participants = 0;
-
-    for (i = 0; i < n; i++) {
-
-        if (children[i].seq >= NGX_ZK_LOCK_SEQ_WRAPPED) {
-            /* no participant: sorted last */
-            break;
-        }
-
-        participants++;
-
-        p = &parts[np++];
-        p->name = children[i].name;
-        p->len = ngx_zk_lock_keep_prefix(&children[i]);
-        p->held = (i < leases);
-        p->waiting = (i >= leases);
-    }
-
-    pool->free = (participants < leases) ? leases - participants : 0;
-
-    if (np < 2) {
-        return np;
-    }
-
-    ngx_qsort(parts, np, sizeof(ngx_zk_lock_part_t),
-              ngx_zk_lock_keep_part_cmp);
-
-    /* one entry per participant */
-
-    p = parts;
-
-    for (i = 1; i < np; i++) {
-        if (ngx_zk_lock_keep_part_cmp(p, &parts[i]) == 0) {
-            p->held += parts[i].held;
-            p->waiting += parts[i].waiting;
-            continue;
-        }
-
-        *++p = parts[i];
-    }
-
-    return p - parts + 1;
-}
-
-
-/*
- * The max-min fair share, over the nginx instances first and then over
- * the workers of this one: those that wait get the level L, those that do
- * not what they hold, and it all comes to "leases" (in thousandths).  This
- * worker wants more when a request of its waits, else what its requests
- * run on: its idle leases are nobody's need.
- */
-
-static void
-ngx_zk_lock_keep_share(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t leases,
-    ngx_uint_t *demand)
-{
-    ngx_uint_t                 i, j, nd, total, level, share, held, ours;
-    ngx_uint_t                 waits, found;
-    ngx_zk_lock_part_t        *p;
-
-    /* this worker, as a demand: unbounded while a request of its waits */
-
-    ours = pool->lock->tickets ? NGX_MAX_UINT32_VALUE
-                               : 1000 * (pool->held - pool->idle);
-
-    /* the instances: the parts that share an instance prefix, sorted */
-
-    nd = 0;
-    total = 0;
-    found = 0;
-    share = ours;
-    pool->others = 0;
-    pool->owed = 0;
-    pool->lagging = 0;
-
-    for (i = 0; i < np; i = j) {
-        held = 0;
-        waits = 0;
-
-        for (j = i; j < np && ngx_zk_lock_keep_same(&parts[i],
-                                                    &parts[j]); j++)
-        {
-            p = &parts[j];
-
-            if (ngx_zk_lock_keep_ours(pool, p,
-                                      NGX_ZK_LOCK_OURS_LEN))
-            {
-                continue;
-            }
-
-            pool->others |= (p->waiting != 0);
-            waits |= (p->waiting != 0);
-            held += 1000 * p->held;
-        }
-
-        total++;
-
-        if (ngx_zk_lock_keep_ours(pool, &parts[i],
-                                  NGX_ZK_LOCK_INSTANCE_LEN))
-        {
-            /* this nginx: its other workers and this one */
-            found = 1;
-            share = (waits || ours == NGX_MAX_UINT32_VALUE)
-                    ? NGX_MAX_UINT32_VALUE : held + ours;
-
-        } else if (!waits) {
-            demand[nd++] = held;
-        }
-    }
-
-    if (!found) {
-        /* none of this nginx's nodes listed yet */
-        total++;
-    }
-
-    if (share != NGX_MAX_UINT32_VALUE) {
-        demand[nd++] = share;
-    }
-
-    level = ngx_zk_lock_keep_level(demand, nd, total, 1000 * leases);
-    share = ngx_min(share, level);
-
-    ngx_zk_lock_keep_owed(pool, parts, np, level,
-                          NGX_ZK_LOCK_INSTANCE_LEN);
-
-    /* the workers of this nginx, this one among them */
-
-    nd = 0;
-    total = 1;
-
-    if (ours != NGX_MAX_UINT32_VALUE) {
-        demand[nd++] = ours;
-    }
-
-    for (i = 0; i < np; i++) {
-        p = &parts[i];
-
-        if (!ngx_zk_lock_keep_ours(pool, p,
-                                   NGX_ZK_LOCK_INSTANCE_LEN)
-            || ngx_zk_lock_keep_ours(pool, p, NGX_ZK_LOCK_OURS_LEN))
-        {
-            continue;
-        }
-
-        total++;
-
-        if (!p->waiting) {
-            demand[nd++] = 1000 * p->held;
-        }
-    }
-
-    level = ngx_zk_lock_keep_level(demand, nd, total, share);
-
-    pool->floor = level / 1000;
-    pool->ceil = (level + 999) / 1000;
-
-    ngx_zk_lock_keep_owed(pool, parts, np, level,
-                          NGX_ZK_LOCK_OURS_LEN);
-}
-
-
-/* the level that "amount" fills among "total", "demand" those below it */
-
-static ngx_uint_t
-ngx_zk_lock_keep_level(ngx_uint_t *demand, ngx_uint_t nd,
-    ngx_uint_t total, ngx_uint_t amount)
-{
-    ngx_uint_t  i, left, all;
-
-    ngx_qsort(demand, nd, sizeof(ngx_uint_t), ngx_zk_lock_keep_uint_cmp);
-
-    all = amount;
-
-    for (i = 0; i < nd; i++) {
-        if (demand[i] * (total - i) > amount) {
-            break;
-        }
-
-        amount -= demand[i];
-    }
-
-    left = total - i;
-
-    /* nobody wants more than it has: nobody is over a share */
-
-    return left ? amount / left : all;
-}
-
-
-/*
- * A participant that waits with fewer leases than the level (rounded
- * down, and one at least) is owed one: at the level of the instances
- * (a "len" of INSTANCE_LEN: another nginx, or a Curator client), or of
- * the workers of this nginx (OURS_LEN)
- */
-
-static void
-ngx_zk_lock_keep_owed(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
-    size_t len)
-{
-    ngx_uint_t  i, j, held, waits, due, even;
-
-    due = ngx_max(level / 1000, 1);
-    even = (level + 999) / 1000;
-
-    for (i = 0; i < np; i = j) {
-        held = 0;
-        waits = 0;
-
-        for (j = i; j < np; j++) {
-            if (len == NGX_ZK_LOCK_INSTANCE_LEN
-                ? !ngx_zk_lock_keep_same(&parts[i], &parts[j])
-                : j > i)
-            {
-                break;
-            }
-
-            held += parts[j].held;
-            waits |= (parts[j].waiting != 0);
-        }
-
-        /* the other instances; or the other workers of this one */
-
-        if (ngx_zk_lock_keep_ours(pool, &parts[i], len)
-            || (len == NGX_ZK_LOCK_OURS_LEN
-                && !ngx_zk_lock_keep_ours(pool, &parts[i],
-                                        NGX_ZK_LOCK_INSTANCE_LEN)))
-        {
-            continue;
-        }
-
-        if (waits && held < even) {
-            /* the fraction of a share rotates, see assign() */
-            pool->lagging = 1;
-        }
-
-        if (waits && held < due) {
-            pool->owed = 1;
-            return;
-        }
-    }
-}
-
-
-/* the parts of one instance: workers of one nginx, or one Curator node */
-
-static ngx_uint_t
-ngx_zk_lock_keep_same(ngx_zk_lock_part_t *a,
-    ngx_zk_lock_part_t *b)
-{
-    if (a->len != NGX_ZK_LOCK_OURS_LEN
-        || b->len != NGX_ZK_LOCK_OURS_LEN)
-    {
-        return a == b;
-    }
-
-    return ngx_memcmp(a->name, b->name, NGX_ZK_LOCK_INSTANCE_LEN) == 0;
-}
-
-
-/* this worker's nodes (OURS_LEN), or this nginx's (INSTANCE_LEN) */
-
-static ngx_uint_t
-ngx_zk_lock_keep_ours(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_part_t *part, size_t len)
-{
-    return part->len == NGX_ZK_LOCK_OURS_LEN
-           && ngx_memcmp(part->name, pool->lock->session->ours, len) == 0;
 }
 
 
@@ -1954,16 +1640,17 @@ ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
          && found < NGX_ZK_LOCK_KEEP_DOOMED;
          i++)
     {
-        key.name = children[i].name;
-        key.len = ngx_zk_lock_keep_prefix(&children[i]);
-
-        if (ngx_zk_lock_keep_ours(pool, &key, NGX_ZK_LOCK_OURS_LEN))
+        if (ngx_zk_lock_session_ours(pool->lock->session,
+                                     children[i].name))
         {
             continue;
         }
 
+        key.name = children[i].name;
+        key.len = ngx_zk_lock_share_prefix(&children[i]);
+
         p = bsearch(&key, parts, np, sizeof(ngx_zk_lock_part_t),
-                    ngx_zk_lock_keep_part_cmp);
+                    ngx_zk_lock_share_part_cmp);
 
         w = &children[i - leases];
 
@@ -2076,37 +1763,4 @@ ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
             ngx_zk_lock_keep_give_back(lease, 0);
         }
     }
-}
-
-
-/* a participant's name: a worker's nodes share the start of their UUID */
-
-static size_t
-ngx_zk_lock_keep_prefix(ngx_zk_lock_child_t *child)
-{
-    return (child->len > NGX_ZK_LOCK_OURS_LEN
-            && ngx_strncmp(child->name, "_c_", 3) == 0)
-           ? NGX_ZK_LOCK_OURS_LEN : child->len;
-}
-
-
-static int ngx_libc_cdecl
-ngx_zk_lock_keep_part_cmp(const void *one, const void *two)
-{
-    const ngx_zk_lock_part_t  *a = one, *b = two;
-
-    if (a->len != b->len) {
-        return (a->len < b->len) ? -1 : 1;
-    }
-
-    return ngx_memcmp(a->name, b->name, a->len);
-}
-
-
-static int ngx_libc_cdecl
-ngx_zk_lock_keep_uint_cmp(const void *one, const void *two)
-{
-    const ngx_uint_t  *a = one, *b = two;
-
-    return (*a > *b) - (*a < *b);
 }

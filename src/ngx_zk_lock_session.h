@@ -15,6 +15,7 @@
 
 #include "ngx_zk_lock_hosts.h"
 #include "ngx_zk_lock_outage.h"
+#include "ngx_zk_lock_share.h"
 
 
 /*
@@ -36,12 +37,6 @@ typedef void (*ngx_zk_lock_watch_pt)(ngx_zk_lock_session_t *s,
 
 /* the shortest zk_session_timeout, ms */
 #define NGX_ZK_LOCK_MIN_SESSION_TIMEOUT  1000
-
-/* "_c_" and the UUID's first three groups, drawn from the worker's key */
-#define NGX_ZK_LOCK_OURS_LEN  (3 + 18)
-
-/* "_c_" and the part of the UUID that the workers of one nginx share */
-#define NGX_ZK_LOCK_INSTANCE_LEN  (3 + 8)
 
 
 struct ngx_zk_lock_session_s {
