@@ -8,47 +8,7 @@
 #include <ngx_core.h>
 
 #include "ngx_zk_lock_listing.h"
-
-
-/* what the listing needs of nginx's core, as nginx's own do it */
-
-void *
-ngx_alloc(size_t size, ngx_log_t *log)
-{
-    return malloc(size);
-}
-
-
-ngx_int_t
-ngx_atoi(u_char *line, size_t n)
-{
-    ngx_int_t  value;
-
-    if (n == 0) {
-        return NGX_ERROR;
-    }
-
-    for (value = 0; n--; line++) {
-        if (*line < '0' || *line > '9') {
-            return NGX_ERROR;
-        }
-
-        value = value * 10 + (*line - '0');
-    }
-
-    return value;
-}
-
-
-static int  tests, failed;
-
-
-static void
-ok(int pass, const char *what)
-{
-    printf("%sok %d - %s\n", pass ? "" : "not ", ++tests, what);
-    failed += !pass;
-}
+#include "unit.h"
 
 
 #define UUID  "0f9e5c4a-1b2c-4d3e-8f90-a1b2c3d4e5f6"
