@@ -300,10 +300,13 @@ ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
     ngx_zk_lock_gate_hold_t *hold, ngx_msec_t timeout)
 {
     ngx_zk_lock_node_t  *node;
+    ngx_zk_lock_get_pt   get;
 
-    node = ngx_zk_lock_get(gate->session, hold->lock, &hold->path,
-                           hold->weight, &gate->info, timeout == 0,
-                           ngx_zk_lock_gate_told, gate, gate->log);
+    get = hold->reasked ? ngx_zk_lock_get_own : ngx_zk_lock_get;
+
+    node = get(gate->session, hold->lock, &hold->path, hold->weight,
+               &gate->info, timeout == 0, ngx_zk_lock_gate_told, gate,
+               gate->log);
     if (node == NULL) {
         return NGX_ERROR;
     }
@@ -685,11 +688,11 @@ ngx_zk_lock_gate_failed(ngx_zk_lock_gate_t *gate,
  * A lock asked of a sibling's broker (worker 0's kept leases), which could
  * not take it for want of a session: it said "n", its session gone since
  * the ask was queued in its backlog, or its node failed with a session's
- * error before it held.  A worker with a session of its own asks again,
- * once, for what is left of the wait: get() finds worker 0 not listening
- * and takes the lock in this worker (or worker 0 listening again, with a
- * session).  Before, the request failed with a connection loss while the
- * worker's own session was fine.
+ * error before it held.  A worker with a session of its own takes the
+ * lock through it instead, for what is left of the wait: asked again, the
+ * broker may take the ask into its backlog before it stops listening, and
+ * say "n" once more.  Before, the request failed with a connection loss
+ * while the worker's own session was fine.
  */
 
 static ngx_uint_t
@@ -719,8 +722,9 @@ ngx_zk_lock_gate_reask(ngx_zk_lock_gate_t *gate,
     }
 
     ngx_log_error(NGX_LOG_INFO, gate->log, 0,
-                  "%s \"%V\": the broker asked has no session, asking "
-                  "again", ngx_zk_lock_gate_directive(hold), &hold->path);
+                  "%s \"%V\": the broker asked has no session, taken "
+                  "through the worker's own", ngx_zk_lock_gate_directive(hold),
+                  &hold->path);
 
     hold->reasked = 1;
     hold->node = NULL;

@@ -197,6 +197,22 @@ ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
 }
 
 
+/*
+ * Through the worker's own session, whatever the brokers: an ask that a
+ * sibling's broker declined for want of a session of its own (see
+ * gate_reask()), which would decline it again while it has none
+ */
+
+ngx_zk_lock_node_t *
+ngx_zk_lock_get_own(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
+    ngx_str_t *path, ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+{
+    return ngx_zk_lock_take(s, lp, path, weight, info, try, notify, NULL,
+                            data, log);
+}
+
+
 /* those that wait for a lock in the worker: its max_waiting= */
 
 ngx_uint_t

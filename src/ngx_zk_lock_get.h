@@ -27,13 +27,25 @@
  *       --> a sibling's session (zk_sessions: ngx_zk_lock_remote.c), for
  *           a worker without one, or whose own ZooKeeper refused, and for
  *           a lease kept for the whole instance (worker 0's); the
- *           worker's own if none answers
+ *           worker's own if none answers, or if the one asked had no
+ *           session (ngx_zk_lock_get_own(), see gate_reask())
  */
+
+/* ngx_zk_lock_get(), or ngx_zk_lock_get_own() */
+typedef ngx_zk_lock_node_t *(*ngx_zk_lock_get_pt)(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log);
+
 
 ngx_int_t ngx_zk_lock_get_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
     ngx_zk_lock_conf_t *zc, ngx_array_t *specs, ngx_uint_t local_used,
     ngx_str_t *layer);
 ngx_zk_lock_node_t *ngx_zk_lock_get(ngx_zk_lock_session_t *s,
+    ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
+    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log);
+ngx_zk_lock_node_t *ngx_zk_lock_get_own(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
     ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
     void *data, ngx_log_t *log);
