@@ -18,11 +18,19 @@
 #                         [--clients fresh,keepalive] [--keep 1s,0]
 #                         [--seconds 6] [--conns 24] [--no-curator]
 #                         [--curator-seconds 12] [--sessions N]
-#                         [--reloads MS] [--workers 2]
+#                         [--reloads MS] [--workers 2] [--shift MS]
 #
 # --reloads MS: a reload storm: while each case's load runs, the first
 # instance is reloaded (SIGHUP to its master) every MS milliseconds, give
 # or take a quarter; compare its rows with those of a run without.
+#
+# --shift MS: demand that moves ("fresh" clients only): every other MS
+# milliseconds, the clients of each odd instance go to the even one before
+# it, and come back for the next MS: the odd instances' leases move to the
+# even ones and back, a lease change at a steady rate rather than only as
+# the load starts and its kept leases expire; "pkts/w" is then the cost of
+# such a move (Jain's index and min..max count the clients where they
+# started).
 #
 # --workers N: the workers of each instance (2 by default; 1 is how many
 # container deployments run nginx).
@@ -102,11 +110,12 @@ my $curator_seconds = 12;
 my $zk_sessions = 0;
 my $reloads = 0;
 my $workers = 2;
+my $shift = 0;
 GetOptions('sessions=i' => \$zk_sessions, 'reloads=i' => \$reloads,
     'workers=i' => \$workers,
     'sizes=s' => \$sizes, 'leases=s' => \$leases,
     'clients=s' => \$clients, 'keep=s' => \$keeps,
-    'seconds=i' => \$seconds, 'conns=i' => \$conns,
+    'seconds=i' => \$seconds, 'conns=i' => \$conns, 'shift=i' => \$shift,
     'curator!' => \$curator, 'curator-seconds=i' => \$curator_seconds)
     or exit 2;
 my @sizes = grep { length } split /,/, $sizes;
@@ -246,7 +255,9 @@ sub load {
         open my $fh, '>', $spec or die "$spec: $!";
         print $fh $ZkLock::Test::JSON->encode({ until => time + $secs,
             clients => [ map { { port => $ng[$_ % @ng]->port, uri => $uri,
-                gap => 0, timeout => 30 } } 0 .. $c - 1 ] });
+                gap => 0, timeout => 30, $shift ? (shift => $shift / 1000,
+                alt_port => $ng[($_ % @ng) & ~1]->port) : () } }
+                0 .. $c - 1 ] });
         close $fh;
         my $r = run_cmd([$ZkLock::Test::PYTHON, 't/lib/load.py', '--spec',
             $spec, '--out', $out], timeout => $secs + 60);

@@ -6,13 +6,16 @@ Usage: /usr/bin/python3 t/lib/load.py --spec FILE --out FILE
 FILE (--spec) is a JSON object:
   {"until": <Unix time>, "stop": <file>, "n0": <first request number>,
    "clients": [{"port": P, "uri": "/path?a=b", "timeout": s,
-                "gap": s}, ...]}
+                "gap": s, "alt_port": P2, "shift": s}, ...]}
 Each client is a thread that sends its request (HTTP/1.0, a new
 connection each time, "&n=<number>" appended to the uri: a number unique
 among all the requests of this run), reads the whole response, waits
 "gap" seconds (default 0.05) and starts again, until "until" or until
 the file "stop" exists (a request that runs then is finished first).  A
 request gets "timeout" seconds (default 30) from its start to its end.
+A client with "alt_port" and "shift" sends its requests to "alt_port"
+instead of "port" every other "shift" seconds from the start of the run:
+demand that moves between the servers.
 
 When every client is done, --out gets a JSON list, one object per
 request: {"n", "client", "port", "uri", "start", "end", "status" (0 when
@@ -58,15 +61,18 @@ def one(port, uri, timeout):
     return rec
 
 
-def client(i, c, until, stop):
+def client(i, c, until, stop, t0):
     sep = "&" if "?" in c["uri"] else "?"
     while time.time() < until and not (stop and os.path.exists(stop)):
         with LOCK:
             n = next(COUNTER)
         uri = "%s%sn=%d" % (c["uri"], sep, n)
         start = time.time()
-        rec = one(c["port"], uri, c.get("timeout", 30))
-        rec.update(n=n, client=i, port=c["port"], uri=uri, start=start,
+        port = c["port"]
+        if c.get("alt_port") and int((start - t0) / c["shift"]) % 2:
+            port = c["alt_port"]
+        rec = one(port, uri, c.get("timeout", 30))
+        rec.update(n=n, client=i, port=port, uri=uri, start=start,
                    end=time.time())
         with LOCK:
             RESULTS.append(rec)
@@ -82,8 +88,9 @@ def main():
     with open(args.spec) as f:
         spec = json.load(f)
     COUNTER = itertools.count(spec.get("n0", 1))
+    t0 = time.time()
     threads = [threading.Thread(target=client, args=(i, c, spec["until"],
-                                                  spec.get("stop")),
+                                                  spec.get("stop"), t0),
                                 daemon=True)
                for i, c in enumerate(spec["clients"])]
     for t in threads:
