@@ -254,18 +254,6 @@ ngx_zk_lock_gate_take(ngx_zk_lock_gate_t *gate)
             return rc;
         }
 
-        /*
-         * a try (timeout=0) is answered by the first listing that shows
-         * its node, and bounded by the session's timeout in case
-         * ZooKeeper never answers; a worker that is still making its
-         * first connection (a reload under traffic) is waited for the
-         * same way, one known to be cut off is not
-         */
-
-        if (timeout == 0 && !gate->session->down) {
-            timeout = gate->session->timeout;
-        }
-
         ngx_zk_lock_gate_arm(gate, hold, timeout);
 
         return NGX_AGAIN;
@@ -494,12 +482,23 @@ ngx_zk_lock_gate_to_local(ngx_zk_lock_gate_t *gate,
 }
 
 
-/* the participant waits for holds[next], for what is left of its wait */
+/*
+ * The participant waits for holds[next], for what is left of its wait.  A
+ * try (left 0: timeout=0) is answered by the first listing that shows its
+ * node, and bounded by the session's timeout in case ZooKeeper never
+ * answers; a worker that is still making its first connection (a reload
+ * under traffic) is waited for the same way, one known to be cut off is
+ * not.
+ */
 
 static void
 ngx_zk_lock_gate_arm(ngx_zk_lock_gate_t *gate, ngx_zk_lock_gate_hold_t *hold,
     ngx_msec_t left)
 {
+    if (left == 0 && !gate->session->down) {
+        left = gate->session->timeout;
+    }
+
     gate->waiting = 1;
     gate->waiters->n++;
     ngx_queue_insert_tail(&gate->waiters->queue, &gate->queue);
@@ -741,8 +740,7 @@ ngx_zk_lock_gate_reask(ngx_zk_lock_gate_t *gate,
         return 0;
     }
 
-    ngx_zk_lock_gate_arm(gate, hold, timeout ? timeout - waited
-                                             : s->timeout);
+    ngx_zk_lock_gate_arm(gate, hold, timeout ? timeout - waited : 0);
     return 1;
 }
 

@@ -379,6 +379,7 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
     pool->counter = counter;
     pool->keep = keep;
     pool->transient = transient;
+    pool->share.ours = s->ours;
     pool->share.free = 1;
 
     ngx_zk_lock_keep_timer(pool, &pool->linger,
@@ -1548,7 +1549,6 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
         leases = pool->counter->value;
     }
 
-    pool->share.ours = lock->session->ours;
     pool->share.leases = leases;
     pool->share.demand = lock->tickets
                          ? NGX_MAX_UINT32_VALUE
