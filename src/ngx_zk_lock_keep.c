@@ -1444,7 +1444,14 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
     lock = pool->lock;
 
     if (pool->held == 0) {
-        lock->hear = 0;
+        if (lock->hear) {
+            lock->hear = 0;
+
+            /* its queued node watched one node ahead: all of them now */
+            if (!ngx_queue_empty(&pool->leases)) {
+                ngx_zk_lock_path_relist(lock);
+            }
+        }
 
     } else if (!lock->hear) {
         lock->hear = 1;

@@ -55,6 +55,10 @@ static void ngx_zk_lock_path_chroot_done(int rc, const char *value,
 static void ngx_zk_lock_path_parent_done(int rc, const char *value,
     const void *data);
 static uint32_t ngx_zk_lock_path_utf8(u_char **pp, u_char *last);
+static ngx_uint_t ngx_zk_lock_path_watched(ngx_zk_lock_t *lock,
+    uint32_t seq);
+static void ngx_zk_lock_path_remember(ngx_zk_lock_t *lock, ngx_uint_t i,
+    uint32_t seq);
 static void ngx_zk_lock_path_watch_done(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
 
@@ -89,6 +93,8 @@ ngx_zk_lock_path_get(ngx_zk_lock_session_t *s, ngx_str_t *path,
     lock->sent = 0;
     lock->answered = 0;
     lock->nwatched = 0;
+    lock->watch_room = 0;
+    lock->watched = NULL;
     ngx_memzero(&lock->listing, sizeof(ngx_zk_lock_listing_t));
     lock->span = 0;
     lock->count = 0;
@@ -149,6 +155,11 @@ ngx_zk_lock_path_gc(ngx_zk_lock_t *lock)
     ngx_queue_remove(&lock->queue);
 
     ngx_zk_lock_listing_free(&lock->listing);
+
+    if (lock->watched) {
+        ngx_free(lock->watched);
+    }
+
     ngx_free(lock);
 }
 
@@ -804,11 +815,11 @@ ngx_zk_lock_path_watch(ngx_zk_lock_t *lock, u_char *name)
 
     seq = ngx_zk_lock_listing_seq(name, ngx_strlen(name));
 
-    for (i = 0; i < lock->nwatched; i++) {
-        if (lock->watched[i] == seq) {
-            /* a watch is set and has not fired */
-            return;
-        }
+    i = ngx_zk_lock_path_watched(lock, seq);
+
+    if (i < lock->nwatched && lock->watched[i] == seq) {
+        /* a watch is set and has not fired */
+        return;
     }
 
     if (ngx_zk_lock_path_child(buf, lock, name) == NULL) {
@@ -846,10 +857,8 @@ ngx_zk_lock_path_watch(ngx_zk_lock_t *lock, u_char *name)
 
     /* names without a sequence number are watched every time */
 
-    if (seq < NGX_ZK_LOCK_SEQ_WRAPPED
-        && lock->nwatched < NGX_ZK_LOCK_WATCHED)
-    {
-        lock->watched[lock->nwatched++] = seq;
+    if (seq < NGX_ZK_LOCK_SEQ_WRAPPED) {
+        ngx_zk_lock_path_remember(lock, i, seq);
     }
 
     lock->refs++;
@@ -861,12 +870,71 @@ ngx_zk_lock_path_unwatch(ngx_zk_lock_t *lock, uint32_t seq)
 {
     ngx_uint_t  i;
 
-    for (i = 0; i < lock->nwatched; i++) {
-        if (lock->watched[i] == seq) {
-            lock->watched[i] = lock->watched[--lock->nwatched];
-            return;
+    i = ngx_zk_lock_path_watched(lock, seq);
+
+    if (i < lock->nwatched && lock->watched[i] == seq) {
+        lock->nwatched--;
+        ngx_memmove(&lock->watched[i], &lock->watched[i + 1],
+                    (lock->nwatched - i) * sizeof(uint32_t));
+    }
+}
+
+
+/* where a sequence number is, or would go, among the watched ones */
+
+static ngx_uint_t
+ngx_zk_lock_path_watched(ngx_zk_lock_t *lock, uint32_t seq)
+{
+    ngx_uint_t  lo, hi, mid;
+
+    lo = 0;
+    hi = lock->nwatched;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+
+        if (lock->watched[mid] < seq) {
+            lo = mid + 1;
+
+        } else {
+            hi = mid;
         }
     }
+
+    return lo;
+}
+
+
+/* without the room, the node is watched again at the next listing */
+
+static void
+ngx_zk_lock_path_remember(ngx_zk_lock_t *lock, ngx_uint_t i, uint32_t seq)
+{
+    ngx_uint_t   room;
+    uint32_t    *watched;
+
+    if (lock->nwatched == lock->watch_room) {
+        room = lock->watch_room ? 2 * lock->watch_room : NGX_ZK_LOCK_WATCHED;
+
+        watched = ngx_alloc(room * sizeof(uint32_t), &lock->session->log);
+        if (watched == NULL) {
+            return;
+        }
+
+        if (lock->watched) {
+            ngx_memcpy(watched, lock->watched,
+                       lock->nwatched * sizeof(uint32_t));
+            ngx_free(lock->watched);
+        }
+
+        lock->watched = watched;
+        lock->watch_room = room;
+    }
+
+    ngx_memmove(&lock->watched[i + 1], &lock->watched[i],
+                (lock->nwatched - i) * sizeof(uint32_t));
+    lock->watched[i] = seq;
+    lock->nwatched++;
 }
 
 
@@ -876,18 +944,17 @@ void
 ngx_zk_lock_path_unwatch_gone(ngx_zk_lock_t *lock,
     ngx_zk_lock_child_t *children, ngx_uint_t n)
 {
-    ngx_uint_t  i, lo;
+    ngx_uint_t  i, lo, kept;
 
-    for (i = 0; i < lock->nwatched; /* void */ ) {
+    for (i = 0, kept = 0; i < lock->nwatched; i++) {
         lo = ngx_zk_lock_listing_find(children, n, lock->watched[i]);
 
         if (lo < n && children[lo].seq == lock->watched[i]) {
-            i++;
-
-        } else {
-            lock->watched[i] = lock->watched[--lock->nwatched];
+            lock->watched[kept++] = lock->watched[i];
         }
     }
+
+    lock->nwatched = kept;
 }
 
 

@@ -78,7 +78,12 @@ typedef enum {
 #define NGX_ZK_LOCK_BUF_LEN        (NGX_ZK_LOCK_MAX_PATH + 66)
 
 
-/* the watches a worker remembers in one lock, so as to set each once */
+/*
+ * The watches a worker remembers in one lock, so as to set each once: the
+ * first room; it grows to a window of any lease count (a table of 16 made
+ * a waiter for 32 leases set 16 watches again at each listing, 2/3 of what
+ * a lease change cost at 32 nginx)
+ */
 #define NGX_ZK_LOCK_WATCHED  16
 
 
@@ -94,7 +99,8 @@ struct ngx_zk_lock_s {
     ngx_uint_t                    sent;       /* listings asked for */
     ngx_uint_t                    answered;   /* listings answered */
     ngx_uint_t                    nwatched;
-    uint32_t                      watched[NGX_ZK_LOCK_WATCHED];
+    ngx_uint_t                    watch_room;
+    uint32_t                     *watched;    /* sorted */
 
     ngx_zk_lock_listing_t         listing;    /* the last one */
     ngx_uint_t                    span;       /* the entries to watch there */

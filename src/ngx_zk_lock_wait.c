@@ -464,6 +464,23 @@ ngx_zk_lock_wait_watches(ngx_zk_lock_t *lock,
 
     for (j = 0; j < pl->nfirsts; j++) {
         f = &pl->firsts[j];
+
+        if (lock->hear && f->leases > 1) {
+            /*
+             * A pool that holds kept leases lists the path at every
+             * change (its children watch, paced, see path_heard()): its
+             * waiter watches, as Curator's does, only the node "leases"
+             * places ahead, which it replaces when that one goes; the
+             * listings tell of the others.  So a deletion wakes one
+             * waiter, not each of those whose window it was in, and the
+             * waiters' watches cost no more as the fleet grows.
+             */
+            f->node->covered = 0;
+            ngx_zk_lock_path_watch(lock,
+                                   pl->children[f->index - f->leases].name);
+            continue;
+        }
+
         f->node->covered = (f->index == f->leases);
 
         for (k = f->index - f->leases; k < f->index; k++) {
