@@ -1448,7 +1448,7 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
             lock->hear = 0;
 
             /* its queued node watched one node ahead: all of them now */
-            if (!ngx_queue_empty(&pool->leases)) {
+            if (pool->queued) {
                 ngx_zk_lock_path_relist(lock);
             }
         }
