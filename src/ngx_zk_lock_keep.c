@@ -26,10 +26,10 @@
  * costs ZooKeeper nothing, and the bound is as exact as Curator's: a
  * request runs on a node that holds, and no two run on the same one.
  *
- * Fair shares.  Every listing of a path where the worker holds leases
+ * Fair shares.  Every listing of a path where the worker has a node
  * sets a watch on its children (path_list(), keep_hear()), so that the
- * worker hears of any other participant that queues, and sees the queue;
- * one that holds none only waits, as any waiter does.  The nodes of an
+ * worker hears of any other participant that queues, and sees the queue.
+ * The nodes of an
  * nginx share the first 8 hex digits of their UUID, drawn by its master,
  * and those of a worker the first 18 (session_uuid()), so instances and
  * workers are told apart, a Curator client's node as an instance of its
@@ -457,6 +457,8 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     ngx_queue_insert_tail(&pool->leases, &lease->queue);
     pool->queued++;
+
+    ngx_zk_lock_keep_hear(pool);
 
     if (pool->share.free) {
         pool->share.free--;
@@ -1427,13 +1429,16 @@ ngx_zk_lock_keep_tell_handler(ngx_event_t *ev)
 
 
 /*
- * Only a pool that holds leases needs to hear at once of anybody else who
- * waits (a children watch on every listing, see path_list()): one that
- * only waits learns that it holds as any waiter does, from the nodes
- * ahead of its own.  So a write on the path is heard by its holders, at
- * most "leases" participants, rather than by every participant: the
- * fan-out is bounded by the count, not by the fleet.  A pool that comes
- * to hold lists once, to set the watch.
+ * A pool with a node on the path, held or queued, hears of every change
+ * (a children watch on every listing, see path_list()): a holder, to see
+ * who else waits; a waiter, to see its node come forward, as its waiting
+ * node watches the whole window ahead only while it is the first waiter
+ * (see wait_watches()).  So a deletion wakes the first waiter and at
+ * most one other, and the listings that follow a write are paced: a
+ * holder lists at most once a 100 ms.  A pool that holds nothing lists at
+ * once (eager): paced, the one instance whose last lease went back while
+ * the queue was full waited up to 6 s at 32 nginx on 32 leases, in 2 runs
+ * of 3.  A pool that starts to hear lists once, to set the watch.
  */
 
 static void
@@ -1442,16 +1447,10 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
     ngx_zk_lock_t  *lock;
 
     lock = pool->lock;
+    lock->eager = (pool->held == 0);
 
-    if (pool->held == 0) {
-        if (lock->hear) {
-            lock->hear = 0;
-
-            /* its queued node watched one node ahead: all of them now */
-            if (pool->queued) {
-                ngx_zk_lock_path_relist(lock);
-            }
-        }
+    if (pool->held == 0 && pool->queued == 0) {
+        lock->hear = 0;
 
     } else if (!lock->hear) {
         lock->hear = 1;
@@ -1477,6 +1476,7 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
     lock->pool = NULL;
     lock->keep = 0;
     lock->hear = 0;
+    lock->eager = 0;
     lock->refs--;
 
     ngx_free(pool);
