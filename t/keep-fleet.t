@@ -24,6 +24,11 @@
 #     (issue 38, item 2)
 #  8. the packets a change of the path's children costs ZooKeeper: at 6
 #     holders less than twice those at 2 (issue 38, item 2)
+#  9. 6 nginx each holding its share of 6 leases and waiting for one more:
+#     the waiting nodes watch the first waiter's window and one node each
+#     behind it (at most 3 x 6 data watches on the server), not a window
+#     each (36); every request served once the holders end, never more
+#     than 6 at once (issue 38, item 2b)
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
 use strict;
@@ -326,6 +331,53 @@ subtest 'a change costs about the same with 2 and 6 holders' => sub {
     cmp_ok($six / $two, '<', 2, sprintf('6 holders: %.2f times the packets '
         . 'of 2 per change (%.1f, %.1f), less than 2', $six / $two, $six,
         $two));
+};
+
+# The waiters' watches, read from the server (wchs counts data watches):
+# each waiting node used to watch the "leases" nodes ahead of it, so that
+# a deletion woke every waiter whose window held it
+subtest 'waiting nginx watch one window, not one each' => sub {
+    my $n = 6;
+    my $c = <<'EOF';
+    zk_hosts %%ZK%%;
+    zk_session_timeout 30s;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /w {
+            zk_semaphore /kf/windows leases=6 keep=30s timeout=20s;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+    my @ng = map { nginx_start($c, zk => $zk, backend => $be,
+        workers => 1) } 1 .. $n;
+    ok(sessions_connected(@ng), 'every worker has a session');
+    $be->reset;
+
+    # one request each first: each instance holds its share, 1 lease
+    my $first = http_parallel_bg([ map { [ $_->port,
+        '/w?key=windows&sleep=4000' ] } @ng ], timeout => 30);
+    ok(wait_for(sub { ($be->stats('windows')->{inflight} // 0) == $n }, 10),
+        "$n requests run, one on each nginx");
+    my $second = http_parallel_bg([ map { [ $_->port,
+        '/w?key=windows&sleep=200' ] } @ng ], timeout => 30);
+    ok(wait_for(sub { scalar(zk_children($zk, '/kf/windows')) == 2 * $n },
+        5), 'each nginx queued one more node: ' . 2 * $n . ' children');
+    sleep 0.5;
+    my $w = zk_4lw($zk->port, 'wchs') // '';
+    my ($watches) = $w =~ /Total watches:\s*(\d+)/;
+    note "wchs: $w";
+    ok(defined $watches && $watches <= 3 * $n, sprintf('%s data watches on '
+        . 'the server, at most %d (one window of %d and a node for each '
+        . 'waiter behind the first; a window each was %d)',
+        $watches // 'no', 3 * $n, $n, $n * $n));
+    my @r = (@{ http_parallel_collect($first, 40) },
+             @{ http_parallel_collect($second, 40) });
+    is(scalar(grep { $_->{status} == 200 } @r), 2 * $n,
+        'every request served (200) once the holders ended');
+    cmp_ok($be->stats('windows')->{max}, '<=', $n, "never more than $n "
+        . 'at the backend at once');
+    $_->stop for @ng;
 };
 
 done_testing();
