@@ -276,7 +276,20 @@ sub stop {
 
 sub kill    { $_[0]->stop('KILL') }
 sub restart { my ($s, %o) = @_; $s->stop; $s->start(%o) }
-sub pause   { CORE::kill('STOP', $_[0]{pid}) or croak "pause: $!" }
+# SIGSTOP stops every thread of the JVM, but not at once: on a loaded
+# machine a thread already running could still answer a request, so
+# pause() returns once the kernel shows each of its threads stopped (at
+# most 2 s)
+sub pause {
+    my ($self) = @_;
+    CORE::kill('STOP', $self->{pid}) or croak "pause: $!";
+    for (1 .. 200) {
+        my @run = grep { ZkLock::Test::slurp($_) !~ /^\d+ \(.*\) [tTXZ] /s }
+            glob "/proc/$self->{pid}/task/*/stat";
+        last unless @run;
+        sleep 0.01;
+    }
+}
 sub resume  { CORE::kill('CONT', $_[0]{pid}) or croak "resume: $!" }
 
 package ZkLock::Test::Ensemble;
