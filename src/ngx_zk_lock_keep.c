@@ -26,10 +26,10 @@
  * costs ZooKeeper nothing, and the bound is as exact as Curator's: a
  * request runs on a node that holds, and no two run on the same one.
  *
- * Fair shares.  Every listing of a path where the worker has a node
+ * Fair shares.  Every listing of a path where the worker holds leases
  * sets a watch on its children (path_list(), keep_hear()), so that the
- * worker hears of any other participant that queues, and sees the queue.
- * The nodes of an
+ * worker hears of any other participant that queues, and sees the queue;
+ * one that holds none only waits, as any waiter does.  The nodes of an
  * nginx share the first 8 hex digits of their UUID, drawn by its master,
  * and those of a worker the first 18 (session_uuid()), so instances and
  * workers are told apart, a Curator client's node as an instance of its
@@ -457,8 +457,6 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     ngx_queue_insert_tail(&pool->leases, &lease->queue);
     pool->queued++;
-
-    ngx_zk_lock_keep_hear(pool);
 
     if (pool->share.free) {
         pool->share.free--;
@@ -1429,16 +1427,21 @@ ngx_zk_lock_keep_tell_handler(ngx_event_t *ev)
 
 
 /*
- * A pool with a node on the path, held or queued, hears of every change
- * (a children watch on every listing, see path_list()): a holder, to see
- * who else waits; a waiter, to see its node come forward, as its waiting
- * node watches the whole window ahead only while it is the first waiter
- * (see wait_watches()).  So a deletion wakes the first waiter and at
- * most one other, and the listings that follow a write are paced: a
- * holder lists at most once a 100 ms.  A pool that holds nothing lists at
- * once (eager): paced, the one instance whose last lease went back while
- * the queue was full waited up to 6 s at 32 nginx on 32 leases, in 2 runs
- * of 3.  A pool that starts to hear lists once, to set the watch.
+ * Only a pool that holds leases needs to hear at once of anybody else who
+ * waits (a children watch on every listing, see path_list()): one that
+ * only waits learns that it holds as any waiter does, from the nodes
+ * ahead of its own.  So a write on the path is heard by its holders, at
+ * most "leases" participants, rather than by every participant: the
+ * fan-out is bounded by the count, not by the fleet.  A pool that comes
+ * to hold lists once, to set the watch.  Its listings tell its waiting
+ * node when it comes first, so that node watches less (wait_watches());
+ * one that stops holding lists once more, to watch the whole window.
+ *
+ * Not every pool with a node queued: those that hold none would then list
+ * at every change, as many as wait, where a window wakes at most "leases"
+ * of them at a deletion.  Tried at 32 nginx on 32 leases: listing at once,
+ * it saved a few packets a change; paced as a holder's, it left one
+ * instance without a lease for 6 s in 2 runs of 3.
  */
 
 static void
@@ -1447,10 +1450,16 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
     ngx_zk_lock_t  *lock;
 
     lock = pool->lock;
-    lock->eager = (pool->held == 0);
 
-    if (pool->held == 0 && pool->queued == 0) {
-        lock->hear = 0;
+    if (pool->held == 0) {
+        if (lock->hear) {
+            lock->hear = 0;
+
+            /* its queued node watched one node: the whole window now */
+            if (pool->queued) {
+                ngx_zk_lock_path_relist(lock);
+            }
+        }
 
     } else if (!lock->hear) {
         lock->hear = 1;
@@ -1476,7 +1485,6 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
     lock->pool = NULL;
     lock->keep = 0;
     lock->hear = 0;
-    lock->eager = 0;
     lock->refs--;
 
     ngx_free(pool);

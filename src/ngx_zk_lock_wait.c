@@ -467,13 +467,12 @@ ngx_zk_lock_wait_watches(ngx_zk_lock_t *lock,
 
         if (lock->hear && f->index > f->leases) {
             /*
-             * A pool's waiter behind the first one: its listings at each
-             * change tell it when it comes first (keep_hear()), so it
-             * watches, as Curator's does, only the node "leases" places
-             * ahead.  A deletion so wakes the first waiter and this one,
-             * not each waiter whose window held the node: at 32 nginx on
-             * 32 leases, with demand that moves, 2.6 wake-ups a write
-             * against 7.1 when each waiter watched its whole window.
+             * A waiter of a pool that holds kept leases, behind the
+             * path's first waiter: the pool's listings at each change tell
+             * it when it comes first (keep_hear()), so it watches, as
+             * Curator's does, only the node "leases" places ahead.  A
+             * deletion so wakes the first waiter and this one, not each
+             * waiter whose window held the node.
              */
             f->node->covered = 0;
             ngx_zk_lock_path_watch(lock,
