@@ -81,8 +81,8 @@ typedef enum {
 /*
  * The watches a worker remembers in one lock, so as to set each once: the
  * first room; it grows to a window of any lease count (a table of 16 made
- * a waiter for 32 leases set 16 watches again at each listing, 2/3 of what
- * a lease change cost at 32 nginx)
+ * a waiter for 32 leases set 16 watches again at each listing: most of
+ * what a lease change cost at 32 nginx)
  */
 #define NGX_ZK_LOCK_WATCHED  16
 
