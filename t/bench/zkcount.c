@@ -25,13 +25,13 @@
 
 enum {
     C_WGET_CHILDREN, C_GET_CHILDREN, C_WEXISTS, C_EXISTS, C_WGET, C_GET,
-    C_CREATE, C_MULTI, C_DELETE, C_SET, E_CREATED, E_DELETED, E_CHANGED, E_CHILD,
+    C_CREATE, C_CREATE2, C_MULTI, C_DELETE, C_SET, E_CREATED, E_DELETED, E_CHANGED, E_CHILD,
     E_OTHER, C_N
 };
 
 static const char  *names[C_N] = {
     "wget_children", "get_children", "wexists", "exists", "wget", "get",
-    "create", "multi", "delete", "set", "ev_created", "ev_deleted", "ev_changed",
+    "create", "create2", "multi", "delete", "set", "ev_created", "ev_deleted", "ev_changed",
     "ev_child", "ev_other"
 };
 
@@ -202,6 +202,19 @@ zoo_acreate(zhandle_t *zh, const char *path, const char *value,
 {
     ZKCOUNT_NEXT(zoo_acreate);
     zkcount(C_CREATE);
+    return next(zh, path, value, len, acl, mode, done, data);
+}
+
+
+/* a lock's node (recipe.c): its stat comes with it */
+
+int
+zoo_acreate2(zhandle_t *zh, const char *path, const char *value,
+    int len, const struct ACL_vector *acl, int mode,
+    string_stat_completion_t done, const void *data)
+{
+    ZKCOUNT_NEXT(zoo_acreate2);
+    zkcount(C_CREATE2);
     return next(zh, path, value, len, acl, mode, done, data);
 }
 
