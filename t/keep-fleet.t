@@ -293,21 +293,29 @@ sub packets {
     return ($in // 0) + ($out // 0);
 }
 
-sub per_change {
-    my ($n) = @_;
-    my $path = "/kf/churn$n";
-    my $leases = $n + 8;
-    my $c = <<"EOF";
+# an nginx with one gated location, and sessions that outlive the pauses
+# of a loaded machine
+sub one_location {
+    my ($loc, $directive) = @_;
+    return <<"EOF";
     zk_hosts %%ZK%%;
     zk_session_timeout 30s;
     server {
         listen 127.0.0.1:%%PORT%%;
-        location /c {
-            zk_semaphore $path leases=$leases keep=30s timeout=5s;
+        location $loc {
+            $directive
             proxy_pass http://%%BACKEND%%;
         }
     }
 EOF
+}
+
+sub per_change {
+    my ($n) = @_;
+    my $path = "/kf/churn$n";
+    my $leases = $n + 8;
+    my $c = one_location('/c',
+        "zk_semaphore $path leases=$leases keep=30s timeout=5s;");
     my @ng = map { nginx_start($c, zk => $zk, backend => $be,
         workers => 1) } 1 .. $n;
     sessions_connected(@ng);
@@ -338,17 +346,8 @@ subtest 'a change costs about the same with 2 and 6 holders' => sub {
 # a deletion woke every waiter whose window held it
 subtest 'waiting nginx watch one window, not one each' => sub {
     my $n = 6;
-    my $c = <<'EOF';
-    zk_hosts %%ZK%%;
-    zk_session_timeout 30s;
-    server {
-        listen 127.0.0.1:%%PORT%%;
-        location /w {
-            zk_semaphore /kf/windows leases=6 keep=30s timeout=20s;
-            proxy_pass http://%%BACKEND%%;
-        }
-    }
-EOF
+    my $c = one_location('/w',
+        'zk_semaphore /kf/windows leases=6 keep=30s timeout=20s;');
     my @ng = map { nginx_start($c, zk => $zk, backend => $be,
         workers => 1) } 1 .. $n;
     ok(sessions_connected(@ng), 'every worker has a session');
