@@ -29,7 +29,8 @@
  * Fair shares.  Every listing of a path where the worker holds leases
  * sets a watch on its children (path_list(), keep_hear()), so that the
  * worker hears of any other participant that queues, and sees the queue;
- * one that holds none only waits, as any waiter does.  The nodes of an
+ * one that holds none only waits, and hears too while it is one of the
+ * first waiters (keep_hear()).  The nodes of an
  * nginx share the first 8 hex digits of their UUID, drawn by its master,
  * and those of a worker the first 18 (session_uuid()), so instances and
  * workers are told apart, a Curator client's node as an instance of its
@@ -167,6 +168,7 @@ struct ngx_zk_lock_pool_s {
     ngx_uint_t                    held;       /* BUSY and IDLE */
     ngx_uint_t                    idle;
     ngx_uint_t                    queued;
+    ngx_uint_t                    near;       /* one of the first waiters */
 
     ngx_zk_lock_share_t           share;      /* from the last listing */
 };
@@ -217,6 +219,8 @@ static void ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_tell(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_tell_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_near(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 static void ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_free(ngx_zk_lock_t *lock);
 static void ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
@@ -1427,21 +1431,22 @@ ngx_zk_lock_keep_tell_handler(ngx_event_t *ev)
 
 
 /*
- * Only a pool that holds leases needs to hear at once of anybody else who
- * waits (a children watch on every listing, see path_list()): one that
- * only waits learns that it holds as any waiter does, from the nodes
- * ahead of its own.  So a write on the path is heard by its holders, at
- * most "leases" participants, rather than by every participant: the
- * fan-out is bounded by the count, not by the fleet.  A pool that comes
- * to hold lists once, to set the watch.  Its listings tell its waiting
- * node when it comes first, so that node watches less (wait_watches());
- * one that stops holding lists once more, to watch the whole window.
- *
- * Not every pool with a node queued: those that hold none would then list
- * at every change, as many as wait, where a window wakes at most "leases"
- * of them at a deletion.  Tried at 32 nginx on 32 leases: listing at once,
- * it saved a few packets a change; paced as a holder's, it left one
- * instance without a lease for 6 s in 2 runs of 3.
+ * A pool hears of every change on the path (a children watch on every
+ * listing, see path_list()) while it holds leases, to see who else waits,
+ * and while its queued node is one of the first "leases" waiters, to see
+ * that node come forward: its waiting node then watches the whole window
+ * ahead only while it is the path's first waiter, and behind it, as
+ * Curator's does, the node "leases" places ahead (wait_watches()).  So a
+ * deletion wakes the first waiter and at most one other, rather than each
+ * waiter whose window held that node, and the holders' listings are
+ * paced: at most one a 100 ms.  A pool that holds none lists at once
+ * (eager): paced too, one instance whose last lease went back while the
+ * queue was full waited up to 6 s at 32 nginx on 32 leases, in 2 runs of
+ * 3.  A waiter further back keeps its window, which holds only waiters:
+ * the listings at a change are at most "leases" + "leases", as many as
+ * wake in windows, whatever the number of instances that wait (a cap of
+ * 8 over 100 nginx).  A pool that starts to hear lists once, to set the
+ * watch; one that stops, once more, to watch its whole window again.
  */
 
 static void
@@ -1450,12 +1455,12 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
     ngx_zk_lock_t  *lock;
 
     lock = pool->lock;
+    lock->eager = (pool->held == 0);
 
-    if (pool->held == 0) {
+    if (pool->held == 0 && !(pool->queued && pool->near)) {
         if (lock->hear) {
             lock->hear = 0;
 
-            /* its queued node watched one node: the whole window now */
             if (pool->queued) {
                 ngx_zk_lock_path_relist(lock);
             }
@@ -1465,6 +1470,42 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
         lock->hear = 1;
         ngx_zk_lock_path_relist(lock);
     }
+}
+
+
+/* whether the first queued node of the pool is one of the first waiters */
+
+static void
+ngx_zk_lock_keep_near(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases)
+{
+    uint32_t               seq;
+    ngx_queue_t           *q;
+    ngx_zk_lock_lease_t   *lease;
+
+    seq = NGX_ZK_LOCK_SEQ_NONE;
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = ngx_queue_next(q))
+    {
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
+
+        if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED
+            && lease->node->state == NGX_ZK_LOCK_WAITING
+            && lease->node->seq < seq)
+        {
+            seq = lease->node->seq;
+        }
+    }
+
+    /* a mutex's waiter watches one node: nothing to save */
+
+    pool->near = (leases > 1 && seq != NGX_ZK_LOCK_SEQ_NONE
+                  && ngx_zk_lock_listing_find(children, n, seq)
+                     < 2 * leases);
+
+    ngx_zk_lock_keep_hear(pool);
 }
 
 
@@ -1485,6 +1526,7 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
     lock->pool = NULL;
     lock->keep = 0;
     lock->hear = 0;
+    lock->eager = 0;
     lock->refs--;
 
     ngx_free(pool);
@@ -1578,6 +1620,7 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
 
     ngx_zk_lock_keep_excess(pool, children, n, leases);
     ngx_zk_lock_keep_lent(pool);
+    ngx_zk_lock_keep_near(pool, children, n, leases);
 
     if (!pool->share.others) {
         ngx_zk_lock_keep_gc(pool);

@@ -108,6 +108,8 @@ ngx_zk_lock_path_get(ngx_zk_lock_session_t *s, ngx_str_t *path,
     lock->tickets = 0;
     lock->keep = 0;
     lock->hear = 0;
+    lock->eager = 0;
+    lock->first = 0;
     lock->denied = 0;
     lock->heard = 0;
     ngx_memzero(&lock->hearing, sizeof(ngx_event_t));
@@ -350,7 +352,8 @@ ngx_zk_lock_path_relist(ngx_zk_lock_t *lock)
  * and the listing that sets it again waits for the end of the pause, so
  * that a queue that moves fast costs each holder a few listings a second,
  * not one per move, whatever the number of holders.  A lease count's watch
- * (semaphore v2, as Curator's) is not delayed.
+ * (semaphore v2, as Curator's) is not delayed, nor is the listing of a
+ * pool that only waits (eager, see keep_hear()).
  */
 
 void
@@ -361,7 +364,9 @@ ngx_zk_lock_path_heard(ngx_zk_lock_t *lock)
     wait = (ngx_msec_int_t) (lock->heard + NGX_ZK_LOCK_PATH_HEAR
                              - ngx_current_msec);
 
-    if (lock->count || !lock->hear || wait <= 0) {
+    if (lock->count || !lock->hear || lock->eager || lock->first
+        || wait <= 0)
+    {
         ngx_zk_lock_path_relist(lock);
         return;
     }

@@ -112,7 +112,9 @@ struct ngx_zk_lock_s {
 
     unsigned                      count:1;    /* lists with a watch */
     unsigned                      keep:1;     /* a pool's, see keep.c */
-    unsigned                      hear:1;     /* lists with a watch: it holds */
+    unsigned                      hear:1;     /* lists with a watch, keep.c */
+    unsigned                      eager:1;    /* ... unpaced: it holds none */
+    unsigned                      first:1;    /* ... or it waits first */
     unsigned                      wanted:1;   /* a listing, after this one */
     unsigned                      deep:1;     /* see path_window() */
     unsigned                      reads:1;    /* readers wait */

@@ -447,6 +447,7 @@ ngx_zk_lock_wait_watches(ngx_zk_lock_t *lock,
 
     lock->span = pl->span;
     lock->reads = pl->reads;
+    lock->first = 0;
     lock->deep = (pl->n > (lock->deep ? NGX_ZK_LOCK_DEEP / 4
                                       : NGX_ZK_LOCK_DEEP)
                   && !lock->count && !lock->keep
@@ -465,18 +466,17 @@ ngx_zk_lock_wait_watches(ngx_zk_lock_t *lock,
     for (j = 0; j < pl->nfirsts; j++) {
         f = &pl->firsts[j];
 
-        if (lock->hear && f->index > f->leases) {
+        if (lock->hear) {
             /*
-             * A waiter of a pool that holds kept leases, behind the
-             * path's first waiter: the pool's listings at each change tell
-             * it when it comes first (keep_hear()), so it watches, as
-             * Curator's does, only the node "leases" places ahead.  A
-             * deletion so wakes the first waiter and this one, not each
-             * waiter whose window held the node.
+             * A waiter of a pool that hears of every change: the pool's
+             * listings tell it when it holds (keep_hear()), and it
+             * watches no node.  The path's first waiter lists at once at
+             * a change, not paced (path_heard()).  Watches on the nodes
+             * ahead would be another set at each listing, as the queue
+             * moves, and each would fire in turn.
              */
             f->node->covered = 0;
-            ngx_zk_lock_path_watch(lock,
-                                   pl->children[f->index - f->leases].name);
+            lock->first |= (f->index == f->leases);
             continue;
         }
 
@@ -564,6 +564,11 @@ ngx_zk_lock_wait_gone(ngx_zk_lock_t *lock, uint32_t seq)
 
         if (node->covered || lock->deep) {
             /* the others ahead of it are watched too, or will be */
+            continue;
+        }
+
+        if (lock->hear && node->kind != NGX_ZK_LOCK_READ) {
+            /* its pool's listings tell it, see wait_watches() */
             continue;
         }
 
