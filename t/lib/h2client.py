@@ -39,6 +39,32 @@ def say(*words):
     sys.stdout.flush()
 
 
+def split_frames(data):
+    """The whole frames in data, and what is left of the next one."""
+    frames = []
+    while len(data) >= 9:
+        end = 9 + int.from_bytes(data[0:3], 'big')
+        if len(data) < end:
+            break
+        frames.append(data[:end])
+        data = data[end:]
+    return frames, data
+
+
+def receive(conn, frames):
+    """The events of frames, fed one at a time up to a GOAWAY: h2 takes
+    the connection as closed at a GOAWAY, and raises ProtocolError at a
+    frame after it in the same call, such as the HEADERS of a stream that
+    nginx still answers while it closes the connection (a reload)."""
+    events = []
+    for frame in frames:
+        for ev in conn.receive_data(frame):
+            events.append(ev)
+            if isinstance(ev, h2.events.ConnectionTerminated):
+                return events
+    return events
+
+
 def main():
     port = int(sys.argv[1])
     sock = socket.create_connection(('127.0.0.1', port), timeout=10)
@@ -57,6 +83,7 @@ def main():
     sel.register(sock, selectors.EVENT_READ, 'sock')
     sel.register(sys.stdin.fileno(), selectors.EVENT_READ, 'stdin')
     pending = b''
+    received = b''
 
     while True:
         for key, _ in sel.select():
@@ -102,7 +129,11 @@ def main():
                 if not data:
                     say('closed')
                     return
-                for ev in conn.receive_data(data):
+                received += data
+                frames, received = split_frames(received)
+                if not frames:
+                    continue
+                for ev in receive(conn, frames):
                     name = names.get(getattr(ev, 'stream_id', 0))
                     if isinstance(ev, h2.events.ResponseReceived):
                         code = dict(ev.headers).get(':status')
