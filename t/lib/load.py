@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Closed-loop HTTP load for the zk_lock tests (python3 stdlib only).
+"""Closed-loop (and open-loop) HTTP load for the zk_lock tests (python3
+stdlib only).
 
 Usage: /usr/bin/python3 t/lib/load.py --spec FILE --out FILE
 
 FILE (--spec) is a JSON object:
   {"until": <Unix time>, "stop": <file>, "n0": <first request number>,
    "clients": [{"port": P, "uri": "/path?a=b", "timeout": s,
-                "gap": s, "alt_port": P2, "shift": s}, ...]}
+                "gap": s, "alt_port": P2, "shift": s,
+                "rate": r, "offset": s}, ...]}
 Each client is a thread that sends its request (HTTP/1.0, a new
 connection each time, "&n=<number>" appended to the uri: a number unique
 among all the requests of this run), reads the whole response, waits
@@ -16,6 +18,16 @@ request gets "timeout" seconds (default 30) from its start to its end.
 A client with "alt_port" and "shift" sends its requests to "alt_port"
 instead of "port" every other "shift" seconds from the start of the run:
 demand that moves between the servers.
+
+A client with "rate" (requests per second, above 0) is open-loop
+instead: it starts a request every 1/rate seconds, the first "offset"
+seconds (default 0) after the start of the run, whatever became of the
+ones before: each request runs in a thread of its own, on its own
+connection ("gap" is not used).  A request that falls due while the
+generator is late starts at once, so the rate offered stays "rate" on
+average.  Its record has "sched", the Unix time it was due.  Once
+"until" has passed (or "stop" exists), it starts no more, and the run
+waits for those that are running to end.
 
 When every client is done, --out gets a JSON list, one object per
 request: {"n", "client", "port", "uri", "start", "end", "status" (0 when
@@ -79,6 +91,43 @@ def client(i, c, until, stop, t0):
         time.sleep(c.get("gap", 0.05))
 
 
+def open_loop(i, c, until, stop, t0):
+    """A client with "rate": a request every 1/rate s, each in a thread."""
+    sep = "&" if "?" in c["uri"] else "?"
+    period = 1.0 / float(c["rate"])
+    first = t0 + float(c.get("offset", 0))
+    running = []
+
+    def fire(n, sched):
+        uri = "%s%sn=%d" % (c["uri"], sep, n)
+        start = time.time()
+        port = c["port"]
+        if c.get("alt_port") and int((start - t0) / c["shift"]) % 2:
+            port = c["alt_port"]
+        rec = one(port, uri, c.get("timeout", 30))
+        rec.update(n=n, client=i, port=port, uri=uri, start=start,
+                   end=time.time(), sched=sched)
+        with LOCK:
+            RESULTS.append(rec)
+
+    for k in itertools.count():
+        sched = first + k * period
+        now = time.time()
+        if sched > now:
+            time.sleep(sched - now)
+        if time.time() >= until or (stop and os.path.exists(stop)):
+            break
+        with LOCK:
+            n = next(COUNTER)
+        t = threading.Thread(target=fire, args=(n, sched), daemon=True)
+        t.start()
+        running.append(t)
+        if len(running) > 64:
+            running = [t for t in running if t.is_alive()]
+    for t in running:
+        t.join()
+
+
 def main():
     global COUNTER
     p = argparse.ArgumentParser()
@@ -89,8 +138,9 @@ def main():
         spec = json.load(f)
     COUNTER = itertools.count(spec.get("n0", 1))
     t0 = time.time()
-    threads = [threading.Thread(target=client, args=(i, c, spec["until"],
-                                                  spec.get("stop"), t0),
+    threads = [threading.Thread(target=open_loop if c.get("rate") else client,
+                                args=(i, c, spec["until"], spec.get("stop"),
+                                      t0),
                                 daemon=True)
                for i, c in enumerate(spec["clients"])]
     for t in threads:
