@@ -73,42 +73,34 @@ def one(port, uri, timeout):
     return rec
 
 
-def client(i, c, until, stop, t0):
+def request(i, c, n, t0, **extra):
+    """Request number n of client i, recorded in RESULTS."""
     sep = "&" if "?" in c["uri"] else "?"
+    uri = "%s%sn=%d" % (c["uri"], sep, n)
+    start = time.time()
+    port = c["port"]
+    if c.get("alt_port") and int((start - t0) / c["shift"]) % 2:
+        port = c["alt_port"]
+    rec = one(port, uri, c.get("timeout", 30))
+    rec.update(n=n, client=i, port=port, uri=uri, start=start,
+               end=time.time(), **extra)
+    with LOCK:
+        RESULTS.append(rec)
+
+
+def client(i, c, until, stop, t0):
     while time.time() < until and not (stop and os.path.exists(stop)):
         with LOCK:
             n = next(COUNTER)
-        uri = "%s%sn=%d" % (c["uri"], sep, n)
-        start = time.time()
-        port = c["port"]
-        if c.get("alt_port") and int((start - t0) / c["shift"]) % 2:
-            port = c["alt_port"]
-        rec = one(port, uri, c.get("timeout", 30))
-        rec.update(n=n, client=i, port=port, uri=uri, start=start,
-                   end=time.time())
-        with LOCK:
-            RESULTS.append(rec)
+        request(i, c, n, t0)
         time.sleep(c.get("gap", 0.05))
 
 
 def open_loop(i, c, until, stop, t0):
     """A client with "rate": a request every 1/rate s, each in a thread."""
-    sep = "&" if "?" in c["uri"] else "?"
     period = 1.0 / float(c["rate"])
     first = t0 + float(c.get("offset", 0))
     running = []
-
-    def fire(n, sched):
-        uri = "%s%sn=%d" % (c["uri"], sep, n)
-        start = time.time()
-        port = c["port"]
-        if c.get("alt_port") and int((start - t0) / c["shift"]) % 2:
-            port = c["alt_port"]
-        rec = one(port, uri, c.get("timeout", 30))
-        rec.update(n=n, client=i, port=port, uri=uri, start=start,
-                   end=time.time(), sched=sched)
-        with LOCK:
-            RESULTS.append(rec)
 
     for k in itertools.count():
         sched = first + k * period
@@ -119,7 +111,8 @@ def open_loop(i, c, until, stop, t0):
             break
         with LOCK:
             n = next(COUNTER)
-        t = threading.Thread(target=fire, args=(n, sched), daemon=True)
+        t = threading.Thread(target=request, args=(i, c, n, t0),
+                             kwargs={"sched": sched}, daemon=True)
         t.start()
         running.append(t)
         if len(running) > 64:
