@@ -1436,19 +1436,17 @@ ngx_zk_lock_keep_tell_handler(ngx_event_t *ev)
  * A pool hears of every change on the path (a children watch on every
  * listing, see path_list()) while it holds leases, to see who else waits,
  * and while its queued node is one of the first "leases" waiters, to see
- * that node come forward: its waiting node then watches the whole window
- * ahead only while it is the path's first waiter, and behind it, as
- * Curator's does, the node "leases" places ahead (wait_watches()).  So a
- * deletion wakes the first waiter and at most one other, rather than each
- * waiter whose window held that node, and the holders' listings are
- * paced: at most one a 100 ms.  A pool that holds none lists at once
- * (eager): paced too, one instance whose last lease went back while the
- * queue was full waited up to 6 s at 32 nginx on 32 leases, in 2 runs of
- * 3.  A waiter further back keeps its window, which holds only waiters:
- * the listings at a change are at most "leases" + "leases", as many as
- * wake in windows, whatever the number of instances that wait (a cap of
- * 8 over 100 nginx).  A pool that starts to hear lists once, to set the
- * watch; one that stops, once more, to watch its whole window again.
+ * that node come forward: its listings tell that node when it holds, and
+ * the node watches no node ahead (wait_watches()); while it is the path's
+ * first waiter, the pool lists at once at a change.  Otherwise a holder's
+ * listings are paced: at most one a 100 ms.  A pool that holds none lists
+ * at once (eager): paced too, one instance whose last lease went back
+ * while the queue was full waited up to 6 s at 32 nginx on 32 leases, in
+ * 2 runs of 3.  A waiter further back keeps its window, which holds only
+ * waiters: the listings at a change are at most "leases" + "leases", as
+ * many as wake in windows, whatever the number of instances that wait (a
+ * cap of 8 over 100 nginx).  A pool that starts to hear lists once, to
+ * set the watch; one that stops, once more, to watch its whole window.
  */
 
 static void
