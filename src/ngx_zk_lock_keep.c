@@ -29,8 +29,9 @@
  * Fair shares.  Every listing of a path where the worker holds leases
  * sets a watch on its children (path_list(), keep_hear()), so that the
  * worker hears of any other participant that queues, and sees the queue;
- * one that holds none only waits, and hears too while it is one of the
- * first waiters (keep_hear()).  The nodes of an
+ * one that holds none only waits, and hears too while its node is one of
+ * the first 4 x "leases" waiters (keep_hear()); the more participants, the
+ * more paced (keep_listed()).  The nodes of an
  * nginx share the first 8 hex digits of their UUID, drawn by its master,
  * and those of a worker the first 18 (session_uuid()), so instances and
  * workers are told apart, a Curator client's node as an instance of its
@@ -110,6 +111,15 @@
  */
 #define NGX_ZK_LOCK_KEEP_LINGER  NGX_ZK_LOCK_KEEP_GRACE
 
+/*
+ * A waiter this many times "leases" places back or further, of a pool that
+ * holds none, watches a window rather than hear, see hear()
+ */
+#define NGX_ZK_LOCK_KEEP_FAR  4
+
+/* participants that list a path at the full pace, see listed() */
+#define NGX_ZK_LOCK_KEEP_LISTERS  16
+
 /* leases marked in one listing for the waiters that watch them */
 #define NGX_ZK_LOCK_KEEP_DOOMED  16
 
@@ -169,6 +179,8 @@ struct ngx_zk_lock_pool_s {
     ngx_uint_t                    idle;
     ngx_uint_t                    queued;
     ngx_uint_t                    near;       /* one of the first waiters */
+    ngx_uint_t                    far;        /* ... or far behind them */
+    ngx_uint_t                    many;       /* leases: more than one */
 
     ngx_zk_lock_share_t           share;      /* from the last listing */
 };
@@ -435,6 +447,15 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
     info.data = buf;
     info.len = p - buf;
 
+    /* a read lock's waits for writers only: it hears while it holds */
+
+    pool->many = (leases > 1 && pool->kind != NGX_ZK_LOCK_READ);
+
+    if (pool->lock && pool->many) {
+        /* the listing behind its create sets the watch, see hear() */
+        pool->lock->hear = 1;
+    }
+
     lease->node = ngx_zk_lock_acquire(s, path, pool->kind,
                                       leases, 1, counter, &info,
                                       pool->transient,
@@ -463,6 +484,7 @@ ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     ngx_queue_insert_tail(&pool->leases, &lease->queue);
     pool->queued++;
+    ngx_zk_lock_keep_hear(pool);
 
     if (pool->share.free) {
         pool->share.free--;
@@ -1435,18 +1457,24 @@ ngx_zk_lock_keep_tell_handler(ngx_event_t *ev)
 /*
  * A pool hears of every change on the path (a children watch on every
  * listing, see path_list()) while it holds leases, to see who else waits,
- * and while its queued node is one of the first "leases" waiters, to see
- * that node come forward: its listings tell that node when it holds, and
- * the node watches no node ahead (wait_watches()); while it is the path's
- * first waiter, the pool lists at once at a change.  Otherwise a holder's
- * listings are paced: at most one a 100 ms.  A pool that holds none lists
- * at once (eager): paced too, one instance whose last lease went back
- * while the queue was full waited up to 6 s at 32 nginx on 32 leases, in
- * 2 runs of 3.  A waiter further back keeps its window, which holds only
- * waiters: the listings at a change are at most "leases" + "leases", as
- * many as wake in windows, whatever the number of instances that wait (a
- * cap of 8 over 100 nginx).  A pool that starts to hear lists once, to
- * set the watch; one that stops, once more, to watch its whole window.
+ * and while its queued node is one of the first 4 x "leases" waiters, to
+ * see that node come forward: its listings tell that node when it holds,
+ * and the node watches no node ahead (wait_watches()).  Listings are
+ * paced, at most one a pace that grows with the participants (listed()),
+ * but for the path's first waiter and for a pool that holds none and
+ * waits among the first 2 x "leases" (eager): paced, one instance whose
+ * last lease went back while the queue was full waited up to 6 s at 32
+ * nginx on 32 leases, in 2 runs of 3.  Further back, a waiter watches
+ * its window, which holds only waiters until they hold: a change costs at
+ * most 4 x "leases" paced listings and "leases" watches, however many
+ * instances wait (a cap of 8 over 100 nginx).  Closer, windows cost more
+ * than listings: at 32 nginx on 32 leases a deletion fired up to "leases"
+ * of them, 5 watch events and 5 watches set again a write.
+ *
+ * A pool that queues a node hears before that node's first listing, lest
+ * the listing set a window; one that starts to hear lists once more after
+ * a listing on its way (which sets no watch); one that stops lists once
+ * more, to watch its window.
  */
 
 static void
@@ -1455,9 +1483,9 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
     ngx_zk_lock_t  *lock;
 
     lock = pool->lock;
-    lock->eager = (pool->held == 0);
+    lock->eager = (pool->held == 0 && pool->near);
 
-    if (pool->held == 0 && !(pool->queued && pool->near)) {
+    if (pool->held == 0 && !(pool->queued && pool->many && !pool->far)) {
         if (lock->hear) {
             lock->hear = 0;
 
@@ -1467,19 +1495,21 @@ ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool)
         }
 
     } else if (!lock->hear) {
+        /* after a listing on its way, which sets no watch */
         lock->hear = 1;
-        ngx_zk_lock_path_relist(lock);
+        ngx_zk_lock_path_ask(lock);
     }
 }
 
 
-/* whether the first queued node of the pool is one of the first waiters */
+/* where the first queued node of the pool waits: near the front, or far */
 
 static void
 ngx_zk_lock_keep_near(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases)
 {
     uint32_t               seq;
+    ngx_uint_t             i;
     ngx_queue_t           *q;
     ngx_zk_lock_lease_t   *lease;
 
@@ -1501,9 +1531,12 @@ ngx_zk_lock_keep_near(ngx_zk_lock_pool_t *pool,
 
     /* a mutex's waiter watches one node: nothing to save */
 
-    pool->near = (leases > 1 && seq != NGX_ZK_LOCK_SEQ_NONE
-                  && ngx_zk_lock_listing_find(children, n, seq)
-                     < 2 * leases);
+    i = (seq == NGX_ZK_LOCK_SEQ_NONE)
+        ? n : ngx_zk_lock_listing_find(children, n, seq);
+
+    pool->many = (leases > 1);
+    pool->near = (leases > 1 && i < 2 * leases);
+    pool->far = (i < n && i >= NGX_ZK_LOCK_KEEP_FAR * leases);
 
     ngx_zk_lock_keep_hear(pool);
 }
@@ -1612,6 +1645,21 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
                          : 1000 * (pool->held - pool->idle);
 
     np = ngx_zk_lock_share_parts(&pool->share, children, n, parts);
+
+    /*
+     * Each participant that hears lists the path again at a change, at
+     * most once a pace (path_heard()): 100 ms up to LISTERS participants,
+     * then growing with them, so that the listings of the path, and the
+     * cost of a change, stay about the same up to 96 of them, where it
+     * reaches a quantum (what a lease over its share serves anyway).  The
+     * first waiters are not paced.
+     */
+
+    lock->pace = ngx_min(ngx_max(NGX_ZK_LOCK_PATH_HEAR * np
+                                 / NGX_ZK_LOCK_KEEP_LISTERS,
+                                 NGX_ZK_LOCK_PATH_HEAR),
+                         NGX_ZK_LOCK_KEEP_QUANTUM);
+
     ngx_zk_lock_share(&pool->share, parts, np,
                       (ngx_uint_t *) (void *) &parts[n]);
     ngx_zk_lock_keep_doom(pool, children, n, leases, parts, np);

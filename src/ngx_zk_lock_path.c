@@ -18,9 +18,6 @@
 /* what ngx_zk_lock_path_utf8() returns for what is not UTF-8 */
 #define NGX_ZK_LOCK_BAD_UTF8  0xffffffff
 
-/* a holder of kept leases lists the children at most this often, ms */
-#define NGX_ZK_LOCK_PATH_HEAR  100
-
 
 typedef struct {
     ngx_zk_lock_t                *lock;
@@ -112,6 +109,7 @@ ngx_zk_lock_path_get(ngx_zk_lock_session_t *s, ngx_str_t *path,
     lock->first = 0;
     lock->denied = 0;
     lock->heard = 0;
+    lock->pace = NGX_ZK_LOCK_PATH_HEAR;
     ngx_memzero(&lock->hearing, sizeof(ngx_event_t));
     ngx_queue_init(&lock->nodes);
 
@@ -348,28 +346,32 @@ ngx_zk_lock_path_relist(ngx_zk_lock_t *lock)
 
 /*
  * The children changed.  A worker that holds kept leases there (keep.c)
- * lists again at most once a NGX_ZK_LOCK_PATH_HEAR: the watch fires once,
- * and the listing that sets it again waits for the end of the pause, so
- * that a queue that moves fast costs each holder a few listings a second,
- * not one per move, whatever the number of holders.  A lease count's watch
- * (semaphore v2, as Curator's) is not delayed, nor is the listing of a
- * pool that only waits (eager, see keep_hear()).
+ * lists again at most once a pace (lock->pace, which keep.c sets from
+ * NGX_ZK_LOCK_PATH_HEAR up as the participants grow): the watch fires
+ * once, and the listing that sets it again waits for the end of the
+ * pause, so that a queue that moves fast costs each holder a few listings
+ * a second, not one per move.  Nor does it list at once at the first
+ * change after a pause: a load that starts or stops is a burst of
+ * changes, which every holder hears the first of at the same moment; a
+ * quarter to half a pace later, drawn, one listing shows them all.  A
+ * lease count's watch (semaphore v2, as Curator's) is not delayed, nor is
+ * the listing of a pool that only waits near the front (eager, see
+ * keep_hear()) or of the path's first waiter.
  */
 
 void
 ngx_zk_lock_path_heard(ngx_zk_lock_t *lock)
 {
-    ngx_msec_int_t  wait;
+    ngx_msec_int_t  wait, least;
 
-    wait = (ngx_msec_int_t) (lock->heard + NGX_ZK_LOCK_PATH_HEAR
-                             - ngx_current_msec);
-
-    if (lock->count || !lock->hear || lock->eager || lock->first
-        || wait <= 0)
-    {
+    if (lock->count || !lock->hear || lock->eager || lock->first) {
         ngx_zk_lock_path_relist(lock);
         return;
     }
+
+    least = lock->pace / 4 + ngx_random() % (lock->pace / 4 + 1);
+    wait = (ngx_msec_int_t) (lock->heard + lock->pace - ngx_current_msec);
+    wait = ngx_max(wait, least);
 
     if (!lock->hearing.timer_set) {
         lock->hearing.handler = ngx_zk_lock_path_hearing_handler;

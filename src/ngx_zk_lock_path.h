@@ -32,6 +32,12 @@
 /* the longest path, the bound of zk_lock_max_path: ZooKeeper allows longer */
 #define NGX_ZK_LOCK_MAX_PATH  4096
 
+/*
+ * A holder of kept leases lists the children at most this often, ms;
+ * keep.c slows it down as the participants grow, see keep_listed()
+ */
+#define NGX_ZK_LOCK_PATH_HEAR  100
+
 
 typedef struct ngx_zk_lock_s       ngx_zk_lock_t;
 
@@ -108,6 +114,7 @@ struct ngx_zk_lock_s {
     ngx_zk_lock_pool_t           *pool;       /* keep=: the worker's leases */
     ngx_uint_t                    tickets;    /* requests waiting there */
     ngx_msec_t                    heard;      /* its last listing, hear */
+    ngx_msec_t                    pace;       /* between two, hear */
     ngx_event_t                   hearing;    /* the next, see path_heard() */
 
     unsigned                      count:1;    /* lists with a watch */

@@ -29,6 +29,11 @@
 #     behind it (at most 3 x 6 data watches on the server), not a window
 #     each (36); every request served once the holders end, never more
 #     than 6 at once (issue 38, item 2b)
+# 10. 2 nginx holding the 2 leases, 6 more waiting, each for one: the
+#     waiters behind the first "leases" waiters (4 here) hear of each
+#     change as the first ones do, and watch no window either (at most 2
+#     data watches on the server; 13 with a window each); all served, never
+#     more than 2 at once (issue 38, item 2b)
 #  no [alert]/[crit]/[emerg] line, no crashed worker
 
 use strict;
@@ -341,7 +346,15 @@ subtest 'a change costs about the same with 2 and 6 holders' => sub {
         $two));
 };
 
-# The waiters' watches, read from the server (wchs counts data watches):
+# the data watches on the server (wchs counts them, not children watches)
+sub data_watches {
+    my $w = zk_4lw($zk->port, 'wchs') // '';
+    note "wchs: $w";
+    my ($watches) = $w =~ /Total watches:\s*(\d+)/;
+    return $watches;
+}
+
+# The waiters' watches, read from the server:
 # each waiting node used to watch the "leases" nodes ahead of it, so that
 # a deletion woke every waiter whose window held it; then the first waiter
 # a window and each one behind it a node (10 here); now a pool that hears
@@ -366,9 +379,7 @@ subtest 'waiting nginx that hear of each change watch no window' => sub {
     ok(wait_for(sub { scalar(zk_children($zk, '/kf/windows')) == 2 * $n },
         5), 'each nginx queued one more node: ' . 2 * $n . ' children');
     sleep 0.5;
-    my $w = zk_4lw($zk->port, 'wchs') // '';
-    my ($watches) = $w =~ /Total watches:\s*(\d+)/;
-    note "wchs: $w";
+    my $watches = data_watches();
     ok(defined $watches && $watches <= $n, sprintf('%s data watches on '
         . 'the server, at most %d (a waiting node\'s own; a window each was '
         . '%d, a window and a node for each waiter behind the first 10)',
@@ -379,6 +390,41 @@ subtest 'waiting nginx that hear of each change watch no window' => sub {
         'every request served (200) once the holders ended');
     cmp_ok($be->stats('windows')->{max}, '<=', $n, "never more than $n "
         . 'at the backend at once');
+    $_->stop for @ng;
+};
+
+# The waiters behind the first "leases" waiters watched the "leases" nodes
+# ahead of them, each a window of their own, and every deletion there fired
+# a watch and a listing for each; up to 4 x "leases" places back they now
+# hear of the changes as the first waiters do, at their holders' pace
+subtest 'waiters behind the first watch no window either' => sub {
+    my $n = 8;
+    my $c = one_location('/f',
+        'zk_semaphore /kf/far leases=2 keep=30s timeout=20s;');
+    my @ng = map { nginx_start($c, zk => $zk, backend => $be,
+        workers => 1) } 1 .. $n;
+    ok(sessions_connected(@ng), 'every worker has a session');
+    $be->reset;
+
+    my $first = http_parallel_bg([ map { [ $_->port,
+        '/f?key=far&sleep=4000' ] } @ng[0, 1] ], timeout => 30);
+    ok(wait_for(sub { ($be->stats('far')->{inflight} // 0) == 2 }, 10),
+        '2 requests run, on 2 nginx');
+    my $rest = http_parallel_bg([ map { [ $_->port,
+        '/f?key=far&sleep=200' ] } @ng[2 .. $n - 1] ], timeout => 30);
+    ok(wait_for(sub { scalar(zk_children($zk, '/kf/far')) == $n }, 5),
+        ($n - 2) . " more queued: $n children");
+    sleep 0.5;
+    my $watches = data_watches();
+    ok(defined $watches && $watches <= 2, sprintf('%s data watches on the '
+        . 'server, at most 2 (the first waiter\'s own node; a window for '
+        . 'each waiter behind the first 2: 13 before)', $watches // 'no'));
+    my @r = (@{ http_parallel_collect($first, 40) },
+             @{ http_parallel_collect($rest, 40) });
+    is(scalar(grep { $_->{status} == 200 } @r), $n,
+        'every request served (200) once the holders ended');
+    cmp_ok($be->stats('far')->{max}, '<=', 2,
+        'never more than 2 at the backend at once');
     $_->stop for @ng;
 };
 
