@@ -2,9 +2,10 @@
 # Benchmark, run by hand (never by prove): t/bench/scale.pl for two or
 # more builds of the module, alternated A B A B ... for --rounds rounds,
 # each round one scale.pl run per build with the same arguments; then,
-# per build, each row's "pkts/w" and requests, and the medians over the
-# rounds of the ratios between the largest and the smallest size (issue
-# 38, item 2b: packets per lease change within 2x from 8 to 32 nginx).
+# per build, each row's "pkts/w", "steady/w" and requests, and the medians
+# over the rounds of the ratios between the largest and the smallest size
+# (issue 38, item 2b: packets per lease change within 2x from 8 to 32
+# nginx).
 # One run of one size moves by a third from run to run at 32 nginx; judge
 # the medians.
 #
@@ -61,7 +62,7 @@ sub median {
     return @s % 2 ? $s[$#s / 2] : ($s[@s / 2 - 1] + $s[@s / 2]) / 2;
 }
 
-# per build: the rounds, each { size => [requests, pkts/w] }
+# per build: the rounds, each { size => [requests, pkts/w, steady/w] }
 my %runs;
 
 for my $round (1 .. $rounds) {
@@ -74,10 +75,10 @@ for my $round (1 .. $rounds) {
         while (my $line = <$fh>) {
             my @f = split ' ', $line;
             # nginx L keep clients sessions 200 non-200 cut use writes/r
-            # pkts/r pkts/w ...
-            next unless @f >= 12 && $f[0] =~ /^\d+$/ && $f[5] =~ /^\d+$/;
+            # pkts/r pkts/w steady/w ...
+            next unless @f >= 13 && $f[0] =~ /^\d+$/ && $f[5] =~ /^\d+$/;
             print "$name round $round: $line";
-            $rows{$f[0]} = [$f[5], $f[11]];
+            $rows{$f[0]} = [$f[5], $f[11], $f[12]];
         }
         close $fh or warn "scale.pl ($name): exit $?\n";
         push @{ $runs{$name} }, \%rows;
@@ -85,20 +86,23 @@ for my $round (1 .. $rounds) {
 }
 
 print "\nmedians of $rounds rounds (largest size against the smallest)\n";
-printf "%-12s %10s %14s\n", 'build', 'pkts/w x', 'requests x';
+printf "%-12s %10s %10s %14s\n", 'build', 'pkts/w x', 'steady x',
+    'requests x';
 for my $build (@builds) {
     my $name = $build->[0];
-    my (@pw, @rq);
+    my (@pw, @st, @rq);
     for my $rows (@{ $runs{$name} }) {
         my @n = sort { $a <=> $b } keys %$rows;
         next unless @n >= 2;
         my ($lo, $hi) = @$rows{ $n[0], $n[-1] };
         push @pw, $hi->[1] / $lo->[1] if $lo->[1] > 0;
+        push @st, $hi->[2] / $lo->[2]
+            if $lo->[2] =~ /^[\d.]+$/ && $hi->[2] =~ /^[\d.]+$/ && $lo->[2] > 0;
         push @rq, $hi->[0] / $lo->[0] if $lo->[0] > 0;
     }
-    my ($p, $r) = (median(@pw), median(@rq));
-    printf "%-12s %10s %14s   (%s)\n", $name,
-        defined $p ? sprintf('%.2f', $p) : '-',
-        defined $r ? sprintf('%.2f', $r) : '-',
-        join(' ', map { sprintf '%.2f', $_ } @pw);
+    my ($p, $t, $r) = (median(@pw), median(@st), median(@rq));
+    printf "%-12s %10s %10s %14s   (%s; steady %s)\n", $name,
+        map({ defined $_ ? sprintf('%.2f', $_) : '-' } $p, $t, $r),
+        join(' ', map { sprintf '%.2f', $_ } @pw),
+        @st ? join(' ', map { sprintf '%.2f', $_ } @st) : '-';
 }

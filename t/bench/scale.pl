@@ -8,7 +8,8 @@
 # writes per request (from the server's zxid), ZooKeeper packets per
 # request (mntr: zk_packets_received + zk_packets_sent) and per write
 # ("pkts/w": what a lease change costs, the packets of the sessions' pings
-# and probes left out, counted over a second idle before the case),
+# and probes left out, counted over two probe periods idle before the
+# case),
 # fairness (Jain's index of the requests served per client of each
 # loaded instance: 1 is
 # equal shares), the longest wait for the lock ($zk_lock_wait_time), and
@@ -288,11 +289,12 @@ sub load {
 }
 
 my @rows;
-my $fmt = "%5s %4s %5s %-9s %8s %6s %7s %5s %5s %8s %8s %7s %7s %9s %7s "
-    . "%10s %7s\n";
+my $fmt = "%5s %4s %5s %-9s %8s %6s %7s %5s %5s %8s %8s %7s %8s %7s %9s "
+    . "%7s %10s %7s\n";
 sub header {
     printf $fmt, 'nginx', 'L', 'keep', 'clients', 'sessions', '200',
-        'non-200', 'cut', 'use', 'writes/r', 'pkts/r', 'pkts/w', 'Jain',
+        'non-200', 'cut', 'use', 'writes/r', 'pkts/r', 'pkts/w',
+        'steady/w', 'Jain',
         'min..max',
         'starved', 'wait max', 'peak/L';
 }
@@ -302,7 +304,9 @@ sub row {
     printf $fmt, $r->{n}, $r->{l}, $r->{keep}, $r->{mode}, $r->{sessions},
         $r->{ok}, $r->{bad}, $r->{cut}, sprintf('%.0f%%', 100 * $r->{use}),
         sprintf('%.4f', $r->{writes}), sprintf('%.2f', $r->{packets}),
-        sprintf('%.1f', $r->{per_write}), sprintf('%.4f', $r->{jain}), "$r->{min}..$r->{max}",
+        sprintf('%.1f', $r->{per_write}),
+        defined $r->{steady} ? sprintf('%.1f', $r->{steady}) : '-',
+        sprintf('%.4f', $r->{jain}), "$r->{min}..$r->{max}",
         "$r->{starved}/$r->{loaded}",
         $r->{waited} > $r->{wait} ? "$r->{waited}+ ms" : "$r->{wait} ms",
         "$r->{peak}/$r->{l}" . ($r->{clean} > $r->{l} ? '!'
@@ -343,6 +347,47 @@ sub storm {
     POSIX::_exit(0);
 }
 
+# The steady state, in the background: zxid and packets from
+# $STEADY_FROM s into the load (its start is over by then: the first nodes
+# queued and the shares found, in about 2.5 s at 32 nginx) to 1 s before
+# its end, written to a file that steady_per_write() reads
+my $STEADY_FROM = 4;
+sub steady {
+    my ($dir, $secs) = @_;
+    return undef if $secs < $STEADY_FROM + 3;
+    my $file = "$dir/steady.$$";
+    unlink $file;
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        # no die here: the parent's END blocks would stop the fleet
+        eval {
+            sleep $STEADY_FROM;
+            my @a = (zxid(), packets(), time);
+            sleep $secs - $STEADY_FROM - 1;
+            my @b = (zxid(), packets(), time);
+            open my $fh, '>', $file or die;
+            print $fh "@a @b\n";
+            close $fh;
+        };
+        POSIX::_exit(0);
+    }
+    return [$pid, $file];
+}
+
+# what a lease change costs in the steady state ("steady/w"), the probes
+# left out as for pkts/w; undefined (printed "-") with fewer than 20 writes
+# in the window, as without --shift, where nearly all are at the start and
+# the end
+sub steady_per_write {
+    my ($steady, $idle) = @_;
+    return undef unless $steady;
+    waitpid $steady->[0], 0;
+    return undef unless -s $steady->[1];
+    my ($z0, $p0, $t0, $z1, $p1, $t1) = split ' ', slurp($steady->[1]);
+    return undef unless defined $t1 && $z1 - $z0 >= 20;
+    return ($p1 - $p0 - $idle * ($t1 - $t0)) / ($z1 - $z0);
+}
+
 sub case {
     my ($ng, $l, $keep, $mode, $c, $secs) = @_;
     my $key = join '-', 'scale', scalar(@$ng), $l, $keep, $mode, $c;
@@ -350,14 +395,19 @@ sub case {
     $be->reset;
     my $sessions = connections() - $base;
 
-    # the sessions' pings and probes: a second of them, idle, first
+    # the sessions' probes, idle, first: each session probes every
+    # zk_session_timeout / 6 (1.67 s by default; its library then never
+    # pings), so over two such periods every session counts two, whatever
+    # its phase (over one second, some counted one and some none: with
+    # 32 sessions "pkts/w" moved by a fifth from run to run)
     my ($pi, $ti) = (packets(), time);
-    sleep 1;
+    sleep 2 * 10 / 6;
     my $idle = (packets() - $pi) / (time - $ti);
 
     my ($z0, $p0) = (zxid(), packets());
     my $t0 = time;
     my $storm = $reloads ? storm($ng->[0], $secs) : undef;
+    my $steady = steady($ng->[0]->prefix, $secs);
     my ($fail, @on) = load($mode, $c, $secs,
         "/scale?key=$key&sleep=20&hangup=1&rec=1", @$ng);
     my $took = time - $t0;
@@ -382,6 +432,7 @@ sub case {
         writes => $ok ? ($z1 - $z0) / $ok : 0,
         packets => $ok ? ($p1 - $p0) / $ok : 0,
         per_write => $z1 > $z0 ? ($p1 - $p0 - $pinged) / ($z1 - $z0) : 0,
+        steady => steady_per_write($steady, $idle),
         jain => jain(map { $per->[$_][0] / $on[$_] } grep { $on[$_] }
             0 .. $#on),
         loaded => scalar(grep { $_ } @on),
