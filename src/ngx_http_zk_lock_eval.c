@@ -29,6 +29,8 @@ static ngx_int_t ngx_http_zk_lock_eval_weight(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path, ngx_uint_t *weight);
 static ngx_int_t ngx_http_zk_lock_eval_path(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_str_t *path);
+static ngx_int_t ngx_http_zk_lock_eval_flow(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_zk_lock_flow_t *flow);
 static size_t ngx_http_zk_lock_eval_utf8_cut(u_char *text, size_t len);
 
 
@@ -45,7 +47,48 @@ ngx_http_zk_lock_eval(ngx_http_request_t *r,
         return rc;
     }
 
-    return ngx_http_zk_lock_eval_weight(r, spec, &want->path, &want->weight);
+    rc = ngx_http_zk_lock_eval_weight(r, spec, &want->path, &want->weight);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    return ngx_http_zk_lock_eval_flow(r, spec, &want->flow);
+}
+
+
+/*
+ * The request's flow (fair=): its key hashed, and its weight from 1 to
+ * 1000, else 400 before any node is made
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_eval_flow(ngx_http_request_t *r,
+    ngx_http_zk_lock_spec_t *spec, ngx_zk_lock_flow_t *flow)
+{
+    ngx_int_t   rc;
+    ngx_str_t   key, weight;
+
+    flow->id = 0;
+    flow->weight = 0;
+    ngx_str_null(&weight);
+
+    if (spec->fair_cv == NULL) {
+        return NGX_OK;
+    }
+
+    if (ngx_http_complex_value(r, spec->fair_cv, &key) != NGX_OK
+        || (spec->fair_weight_cv
+            && ngx_http_complex_value(r, spec->fair_weight_cv, &weight)
+               != NGX_OK))
+    {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    rc = ngx_zk_lock_fair_flow(flow, &spec->lock, &key,
+                               spec->fair_weight_cv ? &weight : NULL,
+                               r->connection->log);
+
+    return (rc == NGX_DECLINED) ? NGX_HTTP_BAD_REQUEST : rc;
 }
 
 

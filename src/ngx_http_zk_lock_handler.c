@@ -694,7 +694,7 @@ ngx_http_zk_lock_handler_dry(ngx_http_zk_lock_pass_t *pass)
         ngx_memcpy(p, ".dry-run", sizeof(".dry-run") - 1);
 
         hold->node = ngx_zk_lock_get(gate->session, hold->lock, &path,
-                                     hold->weight, &gate->info, 1,
+                                     hold->weight, NULL, &gate->info, 1,
                                      ngx_http_zk_lock_handler_dry_told, pass,
                                      gate->log);
     }

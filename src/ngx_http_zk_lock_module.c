@@ -41,8 +41,8 @@ static char *ngx_http_zk_lock_register(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static char *ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     ngx_http_zk_lock_main_conf_t *lmcf, ngx_http_zk_lock_spec_t *spec);
-static char *ngx_http_zk_lock_compile_weight(ngx_conf_t *cf,
-    ngx_http_zk_lock_spec_t *spec);
+static char *ngx_http_zk_lock_compile(ngx_conf_t *cf, ngx_str_t *value,
+    ngx_http_complex_value_t **cvp);
 static char *ngx_http_zk_lock_compile_path(ngx_conf_t *cf,
     ngx_http_zk_lock_spec_t *spec);
 static ngx_int_t ngx_http_zk_lock_init(ngx_conf_t *cf);
@@ -521,6 +521,8 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
     spec->lock.report = ngx_http_zk_lock_metrics_keep;
     spec->weight_cv = NULL;
+    spec->fair_cv = NULL;
+    spec->fair_weight_cv = NULL;
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -537,7 +539,24 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     if (spec->lock.weight_var.len
-        && ngx_http_zk_lock_compile_weight(cf, spec) != NGX_CONF_OK)
+        && ngx_http_zk_lock_compile(cf, &spec->lock.weight_var,
+                                    &spec->weight_cv)
+           != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->lock.fair.len
+        && ngx_http_zk_lock_compile(cf, &spec->lock.fair, &spec->fair_cv)
+           != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    if (spec->lock.fair_weight_var.len
+        && ngx_http_zk_lock_compile(cf, &spec->lock.fair_weight_var,
+                                    &spec->fair_weight_cv)
+           != NGX_CONF_OK)
     {
         return NGX_CONF_ERROR;
     }
@@ -738,23 +757,30 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
 }
 
 
-/* weight=<$variable>: evaluated for each request (see eval.c) */
+/*
+ * weight=<$variable>, fair=<key>, fair_weight=<$variable>: evaluated for
+ * each request (see eval.c)
+ */
 
 static char *
-ngx_http_zk_lock_compile_weight(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
+ngx_http_zk_lock_compile(ngx_conf_t *cf, ngx_str_t *value,
+    ngx_http_complex_value_t **cvp)
 {
-    ngx_http_compile_complex_value_t  ccv;
+    ngx_http_complex_value_t          *cv;
+    ngx_http_compile_complex_value_t   ccv;
 
-    spec->weight_cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
-    if (spec->weight_cv == NULL) {
+    cv = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (cv == NULL) {
         return NGX_CONF_ERROR;
     }
+
+    *cvp = cv;
 
     ngx_memzero(&ccv, sizeof(ngx_http_compile_complex_value_t));
 
     ccv.cf = cf;
-    ccv.value = &spec->lock.weight_var;
-    ccv.complex_value = spec->weight_cv;
+    ccv.value = value;
+    ccv.complex_value = cv;
 
     if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
         return NGX_CONF_ERROR;

@@ -67,6 +67,8 @@ typedef struct {
     ngx_array_t                  *segments;   /* ngx_http_complex_value_t */
     ngx_uint_t                    index;      /* of its counters */
     ngx_http_complex_value_t     *weight_cv;  /* lock.weight_var */
+    ngx_http_complex_value_t     *fair_cv;    /* lock.fair */
+    ngx_http_complex_value_t     *fair_weight_cv; /* lock.fair_weight_var */
 } ngx_http_zk_lock_spec_t;
 
 

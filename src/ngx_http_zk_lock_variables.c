@@ -16,6 +16,8 @@ static ngx_int_t ngx_http_zk_lock_variables_result(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_zk_lock_variables_flow(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 
 
 /* $zk_lock_status, by the event that ended a wait */
@@ -58,6 +60,9 @@ static ngx_http_variable_t  ngx_http_zk_lock_vars[] = {
 
     { ngx_string("zk_lock_token"), NULL,
       ngx_http_zk_lock_variables_node, 1, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_flow"), NULL,
+      ngx_http_zk_lock_variables_flow, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -178,4 +183,30 @@ ngx_http_zk_lock_variables_node(ngx_http_request_t *r,
     v->len = p - v->data;
 
     return NGX_OK;
+}
+
+
+/* the request's flow (fair=), hashed: that of its first lock with one */
+
+static ngx_int_t
+ngx_http_zk_lock_variables_flow(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    uint64_t                   id;
+    ngx_uint_t                 i, found;
+    ngx_http_zk_lock_ctx_t    *ctx;
+    ngx_http_zk_lock_pass_t  **pass;
+
+    ctx = ngx_http_zk_lock_handler_find_ctx(r, &found);
+    id = 0;
+
+    if (ctx) {
+        pass = ctx->passes.elts;
+
+        for (i = 0; id == 0 && i < ctx->passes.nelts; i++) {
+            id = ngx_zk_lock_gate_flow(&pass[i]->gate);
+        }
+    }
+
+    return ngx_zk_lock_fair_value(r->pool, id, v);
 }

@@ -239,6 +239,11 @@ ngx_stream_zk_lock_handler_eval(ngx_stream_session_t *s,
         if (rc != NGX_OK) {
             return rc;
         }
+
+        rc = ngx_stream_zk_lock_variables_flow(s, &spec[i], &hold->flow);
+        if (rc != NGX_OK) {
+            return rc;
+        }
     }
 
     gate->next = 0;

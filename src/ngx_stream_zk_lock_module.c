@@ -374,6 +374,22 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
     }
 
+    if (spec->lock.fair.len) {
+        spec->fair_cv = ngx_stream_zk_lock_variables_compile(cf,
+                                                         &spec->lock.fair);
+        if (spec->fair_cv == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    if (spec->lock.fair_weight_var.len) {
+        spec->fair_weight_cv = ngx_stream_zk_lock_variables_compile(cf,
+                                              &spec->lock.fair_weight_var);
+        if (spec->fair_weight_cv == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
     smcf = ngx_stream_conf_get_module_main_conf(cf,
                                                 ngx_stream_zk_lock_module);
 

@@ -22,6 +22,8 @@
 
 static ngx_int_t ngx_stream_zk_lock_variables_result(ngx_stream_session_t *s,
     ngx_stream_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_stream_zk_lock_variables_flow_id(
+    ngx_stream_session_t *s, ngx_stream_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_stream_zk_lock_variables_node(ngx_stream_session_t *s,
     ngx_stream_variable_value_t *v, uintptr_t data);
 
@@ -60,6 +62,10 @@ static ngx_stream_variable_t  ngx_stream_zk_lock_vars[] = {
 
     { ngx_string("zk_lock_token"), NULL,
       ngx_stream_zk_lock_variables_node, 1,
+      NGX_STREAM_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("zk_lock_flow"), NULL,
+      ngx_stream_zk_lock_variables_flow_id, 0,
       NGX_STREAM_VAR_NOCACHEABLE, 0 },
 
       ngx_stream_null_variable
@@ -186,6 +192,55 @@ ngx_stream_zk_lock_variables_weight(ngx_stream_session_t *s,
     *weight = n;
 
     return NGX_OK;
+}
+
+
+/*
+ * The connection's flow (fair=): its key hashed, and its weight from 1 to
+ * 1000, else the connection is refused
+ */
+
+ngx_int_t
+ngx_stream_zk_lock_variables_flow(ngx_stream_session_t *s,
+    ngx_stream_zk_lock_spec_t *spec, ngx_zk_lock_flow_t *flow)
+{
+    ngx_str_t  key, weight;
+
+    flow->id = 0;
+    flow->weight = 0;
+    ngx_str_null(&weight);
+
+    if (spec->fair_cv == NULL) {
+        return NGX_OK;
+    }
+
+    if (ngx_stream_complex_value(s, spec->fair_cv, &key) != NGX_OK
+        || (spec->fair_weight_cv
+            && ngx_stream_complex_value(s, spec->fair_weight_cv, &weight)
+               != NGX_OK))
+    {
+        return NGX_ERROR;
+    }
+
+    return ngx_zk_lock_fair_flow(flow, &spec->lock, &key,
+                                 spec->fair_weight_cv ? &weight : NULL,
+                                 s->connection->log);
+}
+
+
+/* $zk_lock_flow: the connection's flow, hashed */
+
+static ngx_int_t
+ngx_stream_zk_lock_variables_flow_id(ngx_stream_session_t *s,
+    ngx_stream_variable_value_t *v, uintptr_t data)
+{
+    ngx_stream_zk_lock_ctx_t  *ctx;
+
+    ctx = ngx_stream_get_module_ctx(s, ngx_stream_zk_lock_module);
+
+    return ngx_zk_lock_fair_value(s->connection->pool,
+                                  ctx ? ngx_zk_lock_gate_flow(&ctx->gate) : 0,
+                                  v);
 }
 
 

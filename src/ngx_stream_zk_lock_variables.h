@@ -22,6 +22,8 @@ ngx_int_t ngx_stream_zk_lock_variables_path(ngx_stream_session_t *s,
     ngx_stream_zk_lock_spec_t *spec, ngx_uint_t top, ngx_str_t *path);
 ngx_int_t ngx_stream_zk_lock_variables_weight(ngx_stream_session_t *s,
     ngx_stream_zk_lock_spec_t *spec, ngx_uint_t *weight);
+ngx_int_t ngx_stream_zk_lock_variables_flow(ngx_stream_session_t *s,
+    ngx_stream_zk_lock_spec_t *spec, ngx_zk_lock_flow_t *flow);
 
 
 #endif /* _NGX_STREAM_ZK_LOCK_VARIABLES_H_INCLUDED_ */

@@ -459,10 +459,11 @@ ngx_zk_lock_broker_read(ngx_event_t *rev)
 static ngx_int_t
 ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
 {
-    u_char                    *p, *last, *f[6];
-    ngx_int_t                  v[6];
+    u_char                    *p, *last, *f[8];
+    ngx_int_t                  v[8];
     ngx_str_t                  path, info;
     ngx_uint_t                 i;
+    ngx_zk_lock_flow_t         flow;
     ngx_zk_lock_broker_t      *b;
     ngx_zk_lock_params_t     **specs;
 
@@ -475,11 +476,11 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         return (ask->len < NGX_ZK_LOCK_BROKER_HEAD) ? NGX_OK : NGX_ERROR;
     }
 
-    /* six numbers, separated by spaces, the sign in hex */
+    /* eight numbers, separated by spaces, the sign and the flow in hex */
 
     f[0] = ask->buf;
 
-    for (i = 1; i < 6; i++) {
+    for (i = 1; i < 8; i++) {
         f[i] = ngx_strlchr(f[i - 1], p, ' ');
         if (f[i] == NULL) {
             return NGX_ERROR;
@@ -488,21 +489,21 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         f[i]++;
     }
 
-    v[0] = ngx_hextoi(f[0], f[1] - 1 - f[0]);
+    for (i = 0; i < 8; i++) {
+        v[i] = (i == 0 || i == 4)
+               ? ngx_hextoi(f[i], f[i + 1] - 1 - f[i])
+               : ngx_atoi(f[i], ((i < 7) ? f[i + 1] - 1 : p) - f[i]);
 
-    for (i = 1; i < 6; i++) {
-        v[i] = ngx_atoi(f[i], ((i < 5) ? f[i + 1] - 1 : p) - f[i]);
-    }
-
-    for (i = 0; i < 6; i++) {
         if (v[i] == NGX_ERROR) {
             return NGX_ERROR;
         }
     }
 
     if (b->specs == NULL || (ngx_uint_t) v[1] >= b->specs->nelts
-        || v[2] == 0 || v[4] == 0 || v[4] > NGX_ZK_LOCK_MAX_PATH
-        || v[5] > NGX_ZK_LOCK_BROKER_INFO)
+        || v[2] == 0 || v[5] > NGX_ZK_LOCK_FAIR_WEIGHT_MAX
+        || (v[4] != 0) != (v[5] != 0)
+        || v[6] == 0 || v[6] > NGX_ZK_LOCK_MAX_PATH
+        || v[7] > NGX_ZK_LOCK_BROKER_INFO)
     {
         return NGX_ERROR;
     }
@@ -516,17 +517,21 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         return NGX_ERROR;
     }
 
-    if (last < p + 1 + v[4] + v[5]) {
+    if (last < p + 1 + v[6] + v[7]) {
         return NGX_OK;
     }
 
     path.data = p + 1;
-    path.len = v[4];
+    path.len = v[6];
     info.data = path.data + path.len;
-    info.len = v[5];
+    info.len = v[7];
+
+    flow.id = v[4];
+    flow.weight = v[5];
 
     ask->node = ngx_zk_lock_take(b->session,
-                                 specs[v[1]], &path, v[2], &info, v[3],
+                                 specs[v[1]], &path, v[2],
+                                 flow.id ? &flow : NULL, &info, v[3],
                                  ngx_zk_lock_broker_told,
                                  ngx_zk_lock_broker_recall, ask,
                                  ask->conn->log);

@@ -14,6 +14,7 @@
 
 #include "ngx_zk_lock_session.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -24,11 +25,12 @@
  * configuration, see broker_addr()) for each lock a request takes, and
  * asks:
  *
- *   "<sign> <directive> <weight> <try> <path length> <info length>\n"
- *   path info
+ *   "<sign> <directive> <weight> <try> <flow> <flow weight> <path length>
+ *    <info length>\n" path info
  *
  * where the sign names the configuration and the directive's lock (see
- * broker_sign()): a broker refuses an ask that is not for one of its own
+ * broker_sign()), and the flow (fair=, hashed, in hex) and its weight are
+ * 0 for none: a broker refuses an ask that is not for one of its own
  * locks, so that no mix-up of names can ever lend a lease of another lock.
  * A broker listens only while its session is usable, and answers "n\n"
  * to an ask that comes as it stops (its session was refused, or is in
@@ -57,11 +59,11 @@
  */
 
 
-#define NGX_ZK_LOCK_BROKER_ASK   "%08xD %ui %ui %ui %uz %uz\n"
+#define NGX_ZK_LOCK_BROKER_ASK   "%08xD %ui %ui %ui %xL %ui %uz %uz\n"
 #define NGX_ZK_LOCK_BROKER_TELL  "%d %d %uD %L %d %s\n"
 
 /* the longest line of each */
-#define NGX_ZK_LOCK_BROKER_HEAD  (6 * NGX_INT_T_LEN)
+#define NGX_ZK_LOCK_BROKER_HEAD  (8 * NGX_INT_T_LEN)
 #define NGX_ZK_LOCK_BROKER_LINE  (5 * NGX_INT64_LEN + 64)
 
 /* the longest node data asked for, see eval_info() */

@@ -293,8 +293,8 @@ ngx_zk_lock_gate_queue(ngx_zk_lock_gate_t *gate,
     get = hold->reasked ? ngx_zk_lock_get_own : ngx_zk_lock_get;
 
     node = get(gate->session, hold->lock, &hold->path, hold->weight,
-               &gate->info, timeout == 0, ngx_zk_lock_gate_told, gate,
-               gate->log);
+               hold->flow.id ? &hold->flow : NULL, &gate->info,
+               timeout == 0, ngx_zk_lock_gate_told, gate, gate->log);
     if (node == NULL) {
         return NGX_ERROR;
     }
@@ -1451,4 +1451,19 @@ ngx_zk_lock_gate_built(ngx_conf_t *cf, char *version, size_t abi)
                        version, NGX_ZK_LOCK_VERSION);
 
     return NGX_ERROR;
+}
+
+
+uint64_t
+ngx_zk_lock_gate_flow(ngx_zk_lock_gate_t *gate)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < gate->nholds; i++) {
+        if (gate->holds[i].flow.id) {
+            return gate->holds[i].flow.id;
+        }
+    }
+
+    return 0;
 }

@@ -17,6 +17,7 @@
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_stats.h"
 #include "ngx_zk_lock_local.h"
+#include "ngx_zk_lock_fair.h"
 #include "ngx_zk_lock_version.h"
 
 
@@ -99,6 +100,7 @@ struct ngx_zk_lock_gate_hold_s {
     ngx_zk_lock_params_t         *lock;
     ngx_str_t                     path;       /* as evaluated */
     ngx_uint_t                    weight;
+    ngx_zk_lock_flow_t            flow;       /* fair=: id 0 without */
     ngx_uint_t                    stat;       /* its counters' index */
     ngx_zk_lock_node_t           *node;
     ngx_zk_lock_local_t           local;      /* index: the layer's */
@@ -153,6 +155,10 @@ struct ngx_zk_lock_gate_s {
 
 /* " (zookeeper unreachable for 3.1s)" in a participant's lines */
 #define NGX_ZK_LOCK_GATE_OUTAGE_LEN  64
+
+
+/* $zk_lock_flow: the flow of its first lock with fair=, or 0 */
+uint64_t ngx_zk_lock_gate_flow(ngx_zk_lock_gate_t *gate);
 
 
 #define ngx_zk_lock_gate_directive(hold)                                     \

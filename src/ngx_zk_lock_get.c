@@ -160,8 +160,9 @@ ngx_zk_lock_get_keeps(ngx_cycle_t *cycle, ngx_array_t *specs)
 
 ngx_zk_lock_node_t *
 ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
-    ngx_str_t *path, ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
-    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_str_t *path, ngx_uint_t weight, ngx_zk_lock_flow_t *flow,
+    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log)
 {
     ngx_msec_t           keep;
     ngx_zk_lock_node_t  *node;
@@ -169,8 +170,16 @@ ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
     keep = ngx_zk_lock_kept(lp, weight, try);
 
     if (ngx_zk_lock_get_remote(s, keep)) {
-        node = ngx_zk_lock_remote_acquire(s, lp, path, weight, info, try,
-                                          keep, notify, data, log);
+
+        /*
+         * a flow's request (fair=) goes to the pool every time: a lease
+         * kept here between requests would serve this worker's in the
+         * order they come, whatever their flows
+         */
+
+        node = ngx_zk_lock_remote_acquire(s, lp, path, weight, flow, info,
+                                          try, flow ? 0 : keep, notify,
+                                          data, log);
 
         if (node == NULL || node->state != NGX_ZK_LOCK_FAILED) {
             return node;
@@ -192,8 +201,8 @@ ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
         ngx_zk_lock_release(node);
     }
 
-    return ngx_zk_lock_take(s, lp, path, weight, info, try, notify, NULL,
-                            data, log);
+    return ngx_zk_lock_take(s, lp, path, weight, flow, info, try, notify,
+                            NULL, data, log);
 }
 
 
@@ -205,11 +214,12 @@ ngx_zk_lock_get(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
 
 ngx_zk_lock_node_t *
 ngx_zk_lock_get_own(ngx_zk_lock_session_t *s, ngx_zk_lock_params_t *lp,
-    ngx_str_t *path, ngx_uint_t weight, ngx_str_t *info, ngx_uint_t try,
-    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_str_t *path, ngx_uint_t weight, ngx_zk_lock_flow_t *flow,
+    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
+    void *data, ngx_log_t *log)
 {
-    return ngx_zk_lock_take(s, lp, path, weight, info, try, notify, NULL,
-                            data, log);
+    return ngx_zk_lock_take(s, lp, path, weight, flow, info, try, notify,
+                            NULL, data, log);
 }
 
 

@@ -14,6 +14,7 @@
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_conf.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -34,8 +35,8 @@
 /* ngx_zk_lock_get(), or ngx_zk_lock_get_own() */
 typedef ngx_zk_lock_node_t *(*ngx_zk_lock_get_pt)(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
-    void *data, ngx_log_t *log);
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 
 
 ngx_int_t ngx_zk_lock_get_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
@@ -43,12 +44,12 @@ ngx_int_t ngx_zk_lock_get_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
     ngx_str_t *layer);
 ngx_zk_lock_node_t *ngx_zk_lock_get(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
-    void *data, ngx_log_t *log);
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 ngx_zk_lock_node_t *ngx_zk_lock_get_own(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
-    void *data, ngx_log_t *log);
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
 ngx_uint_t ngx_zk_lock_get_waiting(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight);
 

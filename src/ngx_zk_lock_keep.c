@@ -9,6 +9,7 @@
 #include <ngx_event.h>
 
 #include "ngx_zk_lock_keep.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -183,6 +184,7 @@ struct ngx_zk_lock_pool_s {
     ngx_uint_t                    many;       /* leases: more than one */
 
     ngx_zk_lock_share_t           share;      /* from the last listing */
+    ngx_zk_lock_fair_t            fair;       /* fair=: its tickets' flows */
 };
 
 
@@ -283,7 +285,7 @@ ngx_zk_lock_node_t *
 ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     ngx_zk_lock_kind_e kind, ngx_uint_t leases,
     ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
-    ngx_uint_t transient, ngx_zk_lock_params_t *tag,
+    ngx_uint_t transient, ngx_zk_lock_params_t *tag, ngx_zk_lock_flow_t *flow,
     ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall, void *data,
     ngx_log_t *log)
 {
@@ -303,6 +305,13 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     ticket = ngx_zk_lock_keep_ticket(pool, notify, recall, data, log);
     if (ticket == NULL) {
+        ngx_zk_lock_keep_gc(pool);
+        return NULL;
+    }
+
+    if (flow && ngx_zk_lock_fair_join(&pool->fair, ticket, flow) != NGX_OK) {
+        ngx_free(ticket);
+        pool->ntickets--;
         ngx_zk_lock_keep_gc(pool);
         return NULL;
     }
@@ -392,6 +401,7 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     ngx_queue_init(&pool->leases);
     ngx_queue_init(&pool->tickets);
+    ngx_zk_lock_fair_init(&pool->fair);
     pool->kind = kind;
     pool->leases_n = leases;
     pool->counter = counter;
@@ -866,17 +876,24 @@ ngx_zk_lock_keep_boards(ngx_zk_lock_lease_t *lease)
 static void
 ngx_zk_lock_keep_next(ngx_zk_lock_lease_t *lease, ngx_uint_t reused)
 {
-    ngx_queue_t          *q;
     ngx_zk_lock_pool_t   *pool;
     ngx_zk_lock_node_t   *ticket;
 
     pool = lease->pool;
 
-    q = ngx_queue_head(&pool->tickets);
-    ngx_queue_remove(q);
+    /* first come, first served; or by flow (fair=) */
+
+    if (ngx_queue_empty(&pool->fair.flows)) {
+        ticket = ngx_queue_data(ngx_queue_head(&pool->tickets),
+                                ngx_zk_lock_node_t, queue);
+
+    } else {
+        ticket = ngx_zk_lock_fair_next(&pool->fair, &pool->tickets);
+    }
+
+    ngx_queue_remove(&ticket->queue);
     pool->lock->tickets--;
 
-    ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
     ngx_zk_lock_keep_grant(lease, ticket, reused);
     ngx_zk_lock_keep_tell(ticket);
 }
@@ -915,6 +932,8 @@ ngx_zk_lock_keep_grant(ngx_zk_lock_lease_t *lease,
 
     ticket->kept = lease;
     ticket->state = NGX_ZK_LOCK_HELD;
+
+    ngx_zk_lock_fair_start(&pool->fair, ticket);
     ticket->seq = node->seq;
     ticket->czxid = node->czxid;
     ticket->name_len = node->name_len;
@@ -1387,6 +1406,9 @@ ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
     if (ticket->notify_event.posted) {
         ngx_delete_posted_event(&ticket->notify_event);
     }
+
+    /* its flow pays before the lease serves the next */
+    ngx_zk_lock_fair_leave(&pool->fair, ticket);
 
     switch (ticket->state) {
 

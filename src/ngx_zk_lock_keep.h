@@ -14,6 +14,7 @@
 
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -27,7 +28,7 @@ ngx_zk_lock_node_t *ngx_zk_lock_keep_acquire(
     ngx_zk_lock_session_t *s, ngx_str_t *path, ngx_zk_lock_kind_e kind,
     ngx_uint_t leases,
     ngx_zk_lock_counter_t *counter, ngx_msec_t keep,
-    ngx_uint_t transient, ngx_zk_lock_params_t *tag,
+    ngx_uint_t transient, ngx_zk_lock_params_t *tag, ngx_zk_lock_flow_t *flow,
     ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall,
     void *data, ngx_log_t *log);
 void ngx_zk_lock_keep_late(ngx_zk_lock_node_t *ticket);

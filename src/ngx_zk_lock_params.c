@@ -10,6 +10,7 @@
 #include "ngx_zk_lock_params.h"
 #include "ngx_zk_lock_path.h"
 #include "ngx_zk_lock_group.h"
+#include "ngx_zk_lock_fair.h"
 
 
 ngx_zk_lock_type_t  ngx_zk_lock_types[] = {
@@ -41,6 +42,10 @@ static char *ngx_zk_lock_params_keep(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static char *ngx_zk_lock_params_weight(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_fair(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_fair_combined(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp);
 static ngx_int_t ngx_zk_lock_params_choice(ngx_conf_t *cf,
     ngx_str_t *value, size_t skip, char *yes, char *no);
 static ngx_int_t ngx_zk_lock_params_check_path(ngx_str_t *path);
@@ -215,6 +220,10 @@ ngx_zk_lock_params_combined(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
         return NGX_CONF_ERROR;
     }
 
+    if (ngx_zk_lock_params_fair_combined(cf, lp) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
     if (lp->revocable && lp->v2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"revocable=on\" is not for \"reentrant=off\", "
@@ -299,6 +308,25 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
                                               "a request takes one lease of "
                                               "a mutex or of a read/write "
                                               "lock");
+    }
+
+    /* flows served fairly from the kept leases: see ngx_zk_lock_fair.c */
+
+    if (ngx_strncmp(value->data, "fair=", 5) == 0
+        || ngx_strncmp(value->data, "fair_weight=", 12) == 0)
+    {
+        if (lp->type != NGX_ZK_LOCK_SEMAPHORE
+            && lp->type != NGX_ZK_LOCK_MUTEX)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"fair\" is for \"zk_semaphore\" and "
+                               "\"zk_mutex\": the readers of a read/write "
+                               "lock share a lease, and a writer waits for "
+                               "them all");
+            return NGX_CONF_ERROR;
+        }
+
+        return ngx_zk_lock_params_fair(cf, lp, value);
     }
 
     /* leases a worker keeps: see ngx_zk_lock_keep.c */
@@ -502,6 +530,98 @@ ngx_zk_lock_params_weight(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     }
 
     lp->weight = n;
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * fair=<key>: a flow's key, a variable's value for each request, hashed
+ * (see ngx_zk_lock_fair.c; the layer compiles it); fair_weight=<n> from 1
+ * to 1000, or a variable's, checked for each request
+ */
+
+static char *
+ngx_zk_lock_params_fair(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
+    ngx_str_t *value)
+{
+    ngx_int_t  n;
+    ngx_str_t  v;
+
+    if (value->data[4] == '=') {
+        v.data = value->data + 5;
+        v.len = value->len - 5;
+
+        if (v.len == 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid fair \"%V\": the key of the "
+                               "request's flow, such as \"fair=$tenant\", "
+                               "expected", value);
+            return NGX_CONF_ERROR;
+        }
+
+        if (ngx_zk_lock_fair_secret(cf->log) != NGX_OK) {
+            return NGX_CONF_ERROR;
+        }
+
+        lp->fair = v;
+        return NGX_CONF_OK;
+    }
+
+    v.data = value->data + 12;
+    v.len = value->len - 12;
+
+    if (ngx_strlchr(v.data, v.data + v.len, '$')) {
+        lp->fair_weight_var = v;
+        return NGX_CONF_OK;
+    }
+
+    n = ngx_zk_lock_fair_weight(&v);
+
+    if (n == NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid fair_weight \"%V\", 1 to %d expected",
+                           value, NGX_ZK_LOCK_FAIR_WEIGHT_MAX);
+        return NGX_CONF_ERROR;
+    }
+
+    lp->fair_weight = n;
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_zk_lock_params_fair_combined(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
+{
+    if (lp->fair.len == 0) {
+
+        if (lp->fair_weight || lp->fair_weight_var.len) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"fair_weight\" is only for \"fair\"");
+            return NGX_CONF_ERROR;
+        }
+
+        return NGX_CONF_OK;
+    }
+
+    if (lp->keep == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"fair\" needs \"keep\": the flows share the "
+                           "leases that an instance keeps");
+        return NGX_CONF_ERROR;
+    }
+
+    if (lp->weight != 1 || lp->weight_var.len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"fair\" is not for \"weight\": a request that "
+                           "takes several leases takes no kept one");
+        return NGX_CONF_ERROR;
+    }
+
+    if (lp->fair_weight == 0) {
+        lp->fair_weight = 1;
+    }
 
     return NGX_CONF_OK;
 }

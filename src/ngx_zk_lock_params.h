@@ -58,6 +58,9 @@ struct ngx_zk_lock_params_s {
     ngx_uint_t                    max_waiting; /* in a worker; 0: any */
     ngx_uint_t                    weight;     /* leases a participant takes */
     ngx_str_t                     weight_var; /* or from this, if set */
+    ngx_str_t                     fair;       /* fair=: the flow's key */
+    ngx_uint_t                    fair_weight; /* 0: not set */
+    ngx_str_t                     fair_weight_var;
 
     ngx_zk_lock_report_pt         report;     /* the layer's metrics */
 };

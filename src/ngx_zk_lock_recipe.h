@@ -163,6 +163,11 @@ struct ngx_zk_lock_node_s {
     void                         *kept;
     ngx_msec_t                    asked;
 
+    /* a ticket's flow (fair=), charged so much since: ngx_zk_lock_fair.c */
+    void                         *flow;
+    uint64_t                      fair_charge;
+    ngx_msec_t                    fair_start;
+
     /*
      * A ticket lent to an owner that may keep it between its requests (a
      * sibling worker, see ngx_zk_lock_broker.c): asked to end it

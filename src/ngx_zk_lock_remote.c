@@ -146,8 +146,9 @@ ngx_zk_lock_remote_init(ngx_cycle_t *cycle, ngx_zk_lock_session_t *s,
 ngx_zk_lock_node_t *
 ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
-    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log)
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_msec_t keep, ngx_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log)
 {
     u_char                     *p;
     ngx_zk_lock_node_t         *node;
@@ -176,15 +177,16 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
                              : keep;
 
     /*
-     * the ask, kept: "<sign> <directive> <weight> <try> <lengths>\n" path
-     * info
+     * the ask, kept: "<sign> <directive> <weight> <try> <flow> <its weight>
+     * <lengths>\n" path info
      */
 
     rn->ask.data = (u_char *) &rn[1] + path->len + 1;
 
     p = ngx_snprintf(rn->ask.data, NGX_ZK_LOCK_BROKER_HEAD,
                      NGX_ZK_LOCK_BROKER_ASK, ngx_zk_lock_broker_sign(s, lp),
-                     lp->id, weight, try, path->len, info->len);
+                     lp->id, weight, try, flow ? flow->id : 0,
+                     flow ? flow->weight : 0, path->len, info->len);
     p = ngx_cpymem(p, path->data, path->len);
     p = ngx_cpymem(p, info->data, info->len);
 

@@ -14,6 +14,7 @@
 
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -30,8 +31,9 @@ ngx_int_t ngx_zk_lock_remote_init(ngx_cycle_t *cycle,
     ngx_uint_t generation);
 ngx_zk_lock_node_t *ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_msec_t keep,
-    ngx_zk_lock_notify_pt notify, void *data, ngx_log_t *log);
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_msec_t keep, ngx_zk_lock_notify_pt notify, void *data,
+    ngx_log_t *log);
 ngx_uint_t ngx_zk_lock_remote_waiting(ngx_zk_lock_session_t *s,
     ngx_uint_t id, ngx_str_t *path);
 

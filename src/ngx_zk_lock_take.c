@@ -16,13 +16,15 @@
  * "try": the first listing answers (see ngx_zk_lock_try()).
  * "recall": an owner that may keep a kept lease between its requests is
  * asked through it to end it (see keep_recall()).
+ * "flow": fair= (see ngx_zk_lock_fair.c), for a kept lease; or NULL.
  */
 
 ngx_zk_lock_node_t *
 ngx_zk_lock_take(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
-    ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log)
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall, void *data,
+    ngx_log_t *log)
 {
     ngx_zk_lock_node_t     *node;
     ngx_zk_lock_counter_t  *counter;
@@ -44,7 +46,7 @@ ngx_zk_lock_take(ngx_zk_lock_session_t *s,
     } else if (ngx_zk_lock_kept(lp, weight, try)) {
         return ngx_zk_lock_keep_acquire(s, path, lp->kind, lp->leases,
                                         counter, lp->keep, lp->transient,
-                                        lp, notify, recall, data, log);
+                                        lp, flow, notify, recall, data, log);
 
     } else {
         node = ngx_zk_lock_acquire(s, path,

@@ -13,6 +13,7 @@
 
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -26,8 +27,9 @@
 
 ngx_zk_lock_node_t *ngx_zk_lock_take(ngx_zk_lock_session_t *s,
     ngx_zk_lock_params_t *lp, ngx_str_t *path, ngx_uint_t weight,
-    ngx_str_t *info, ngx_uint_t try, ngx_zk_lock_notify_pt notify,
-    ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
+    ngx_zk_lock_flow_t *flow, ngx_str_t *info, ngx_uint_t try,
+    ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall, void *data,
+    ngx_log_t *log);
 void ngx_zk_lock_take_late(ngx_zk_lock_node_t *node);
 ngx_msec_t ngx_zk_lock_kept(ngx_zk_lock_params_t *lp,
     ngx_uint_t weight, ngx_uint_t try);

@@ -1,0 +1,335 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_md5.h>
+
+#include "ngx_zk_lock_fair.h"
+#include "ngx_zk_lock_session.h"
+
+
+/*
+ * Weighted fair queuing of a pool's tickets (fair=, fair_weight=): start
+ * time fair queuing over the flows that have a ticket alive, in seat
+ * time.  Each flow has a virtual time, the milliseconds its requests held
+ * a lease over its weight; a lease that frees goes to the waiting ticket
+ * whose flow's virtual time is least, first come first served within a
+ * flow.  How long a request will hold is not known when it starts, so its
+ * flow is charged the pool's mean hold at the grant and the difference at
+ * its end: a flow with many requests in flight is behind by all of them
+ * at once, not only as they end.
+ *
+ * A flow that comes, or comes back, starts at the virtual time of the
+ * last flow served: none banks credit while it asks nothing (a flow
+ * that was idle would otherwise take every lease until it caught up),
+ * and one that asks little is served next, behind one lease's end,
+ * however many requests the others queued.  Between two flows that both
+ * want more, leases go by weight.
+ *
+ * A flow is kept while a ticket of its is alive, waiting or served: the
+ * memory follows the requests in the worker, not the keys ever seen.  A
+ * pick walks the waiting tickets, as few as the worker's requests.
+ *
+ * Keys are hashed with a secret that the master draws as it reads the
+ * configuration (MD5 of the secret and the key, 64 bits): $zk_lock_flow
+ * and the log show the hash, never the key, and the hash of a key tells
+ * nothing without the secret.
+ */
+
+
+/* virtual time: milliseconds held x SCALE / weight */
+#define NGX_ZK_LOCK_FAIR_SCALE  1000
+
+/* a request's hold before any ended, ms */
+#define NGX_ZK_LOCK_FAIR_HOLD   10
+
+
+typedef struct {
+    ngx_queue_t                   queue;      /* in fair->flows */
+    uint64_t                      id;
+    ngx_uint_t                    weight;
+    ngx_uint_t                    tickets;    /* alive */
+    uint64_t                      vtime;
+} ngx_zk_lock_fair_flow_t;
+
+
+static ngx_zk_lock_fair_flow_t *ngx_zk_lock_fair_find(
+    ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow);
+
+
+static u_char  ngx_zk_lock_fair_key[16];
+
+
+/* at configuration, in the master: the workers hash alike */
+
+ngx_int_t
+ngx_zk_lock_fair_secret(ngx_log_t *log)
+{
+    return ngx_zk_lock_session_random(log, ngx_zk_lock_fair_key,
+                                      sizeof(ngx_zk_lock_fair_key));
+}
+
+
+uint64_t
+ngx_zk_lock_fair_hash(ngx_str_t *key)
+{
+    u_char      digest[16];
+    uint64_t    id;
+    ngx_md5_t   md5;
+
+    ngx_md5_init(&md5);
+    ngx_md5_update(&md5, ngx_zk_lock_fair_key, sizeof(ngx_zk_lock_fair_key));
+    ngx_md5_update(&md5, key->data, key->len);
+    ngx_md5_final(digest, &md5);
+
+    ngx_memcpy(&id, digest, sizeof(uint64_t));
+
+    /* 63 bits, as nginx's ngx_hextoi() reads them (brokers' asks); 0 is none */
+    id &= 0x7fffffffffffffffULL;
+
+    return id ? id : 1;
+}
+
+
+/* fair_weight=: 1 to 1000, else NGX_ERROR */
+
+ngx_int_t
+ngx_zk_lock_fair_weight(ngx_str_t *value)
+{
+    ngx_int_t  n;
+
+    n = ngx_atoi(value->data, value->len);
+
+    if (n < 1 || n > NGX_ZK_LOCK_FAIR_WEIGHT_MAX) {
+        return NGX_ERROR;
+    }
+
+    return n;
+}
+
+
+/*
+ * A participant's flow, from its key and, with fair_weight=$variable, its
+ * weight as evaluated by the layer: NGX_DECLINED for a weight out of range
+ */
+
+ngx_int_t
+ngx_zk_lock_fair_flow(ngx_zk_lock_flow_t *flow, ngx_zk_lock_params_t *lp,
+    ngx_str_t *key, ngx_str_t *weight, ngx_log_t *log)
+{
+    ngx_int_t  n;
+
+    flow->id = ngx_zk_lock_fair_hash(key);
+    flow->weight = lp->fair_weight;
+
+    if (weight == NULL) {
+        return NGX_OK;
+    }
+
+    n = ngx_zk_lock_fair_weight(weight);
+
+    if (n == NGX_ERROR) {
+        ngx_log_error(NGX_LOG_INFO, log, 0,
+                      "%s \"%V\": invalid fair_weight \"%V\", 1 to %d "
+                      "expected", ngx_zk_lock_types[lp->type].directive,
+                      &lp->name, weight, NGX_ZK_LOCK_FAIR_WEIGHT_MAX);
+        return NGX_DECLINED;
+    }
+
+    flow->weight = n;
+
+    return NGX_OK;
+}
+
+
+/* $zk_lock_flow, in either layer: the flow's 16 hex digits */
+
+ngx_int_t
+ngx_zk_lock_fair_value(ngx_pool_t *pool, uint64_t id,
+    ngx_variable_value_t *v)
+{
+    u_char  *p;
+
+    if (id == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(pool, NGX_ZK_LOCK_FAIR_ID_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v->len = ngx_sprintf(p, "%016xL", id) - p;
+    v->data = p;
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+
+    return NGX_OK;
+}
+
+
+void
+ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair)
+{
+    ngx_queue_init(&fair->flows);
+    fair->vtime = 0;
+    fair->hold = NGX_ZK_LOCK_FAIR_HOLD;
+}
+
+
+/* a ticket of the flow is made: NGX_ERROR for want of memory */
+
+ngx_int_t
+ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
+    ngx_zk_lock_flow_t *flow)
+{
+    ngx_zk_lock_fair_flow_t  *f;
+
+    f = ngx_zk_lock_fair_find(fair, flow);
+
+    if (f == NULL) {
+        f = ngx_alloc(sizeof(ngx_zk_lock_fair_flow_t), ticket->log);
+        if (f == NULL) {
+            return NGX_ERROR;
+        }
+
+        f->id = flow->id;
+        f->weight = flow->weight;
+        f->tickets = 0;
+        f->vtime = fair->vtime;
+
+        ngx_queue_insert_tail(&fair->flows, &f->queue);
+    }
+
+    /* no credit for the time it asked nothing */
+    f->vtime = ngx_max(f->vtime, fair->vtime);
+    f->tickets++;
+
+    ticket->flow = f;
+    ticket->fair_charge = 0;
+
+    return NGX_OK;
+}
+
+
+static ngx_zk_lock_fair_flow_t *
+ngx_zk_lock_fair_find(ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow)
+{
+    ngx_queue_t              *q;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    for (q = ngx_queue_head(&fair->flows);
+         q != ngx_queue_sentinel(&fair->flows);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
+
+        /* one key, two weights (two directives): two flows */
+
+        if (f->id == flow->id && f->weight == flow->weight) {
+            return f;
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
+ * The waiting ticket to serve: the first of the flow least served, a
+ * ticket without a flow (a directive without fair= on the same path) as
+ * one that comes now
+ */
+
+ngx_zk_lock_node_t *
+ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
+{
+    uint64_t                  v, least;
+    ngx_queue_t              *q;
+    ngx_zk_lock_node_t       *ticket, *best;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    best = NULL;
+    least = 0;
+
+    for (q = ngx_queue_head(tickets);
+         q != ngx_queue_sentinel(tickets);
+         q = ngx_queue_next(q))
+    {
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        f = ticket->flow;
+
+        v = f ? f->vtime : fair->vtime;
+
+        if (best == NULL || v < least) {
+            best = ticket;
+            least = v;
+        }
+    }
+
+    return best;
+}
+
+
+/* the ticket holds: its flow is charged a mean hold, for now */
+
+void
+ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
+{
+    uint64_t                  charge;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    f = ticket->flow;
+
+    if (f == NULL) {
+        return;
+    }
+
+    fair->vtime = ngx_max(fair->vtime, f->vtime);
+
+    charge = (uint64_t) fair->hold * NGX_ZK_LOCK_FAIR_SCALE / f->weight;
+    charge = ngx_max(charge, 1);
+
+    f->vtime += charge;
+
+    ticket->fair_charge = charge;
+    ticket->fair_start = ngx_current_msec;
+}
+
+
+/* the ticket ends, served or not: its flow pays what it held */
+
+void
+ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
+{
+    uint64_t                  paid;
+    ngx_msec_t                held;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    f = ticket->flow;
+
+    if (f == NULL) {
+        return;
+    }
+
+    ticket->flow = NULL;
+
+    if (ticket->fair_charge) {
+        held = ngx_current_msec - ticket->fair_start;
+        fair->hold = (7 * fair->hold + held) / 8;
+
+        paid = (uint64_t) held * NGX_ZK_LOCK_FAIR_SCALE / f->weight;
+        f->vtime = f->vtime - ticket->fair_charge + paid;
+    }
+
+    if (--f->tickets == 0) {
+        ngx_queue_remove(&f->queue);
+        ngx_free(f);
+    }
+}

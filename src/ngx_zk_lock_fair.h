@@ -1,0 +1,66 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#ifndef _NGX_ZK_LOCK_FAIR_H_INCLUDED_
+#define _NGX_ZK_LOCK_FAIR_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include "ngx_zk_lock_recipe.h"
+#include "ngx_zk_lock_params.h"
+
+
+/*
+ * fair=<key> fair_weight=<n>: the requests of a pool of kept leases
+ * (keep.c) are served weighted fair between their flows rather than first
+ * come, first served; see ngx_zk_lock_fair.c.
+ */
+
+
+/* the longest fair_weight= */
+#define NGX_ZK_LOCK_FAIR_WEIGHT_MAX  1000
+
+/* $zk_lock_flow: 16 hex digits */
+#define NGX_ZK_LOCK_FAIR_ID_LEN  16
+
+
+/* a request's flow, as the layer evaluated it */
+
+typedef struct {
+    uint64_t                      id;         /* its key, hashed; 0: none */
+    ngx_uint_t                    weight;
+} ngx_zk_lock_flow_t;
+
+
+typedef struct {
+    ngx_queue_t                   flows;      /* with a ticket alive */
+    uint64_t                      vtime;      /* the last served flow's */
+    ngx_msec_t                    hold;       /* a request's, on average */
+} ngx_zk_lock_fair_t;
+
+
+ngx_int_t ngx_zk_lock_fair_secret(ngx_log_t *log);
+uint64_t ngx_zk_lock_fair_hash(ngx_str_t *key);
+ngx_int_t ngx_zk_lock_fair_weight(ngx_str_t *value);
+ngx_int_t ngx_zk_lock_fair_flow(ngx_zk_lock_flow_t *flow,
+    ngx_zk_lock_params_t *lp, ngx_str_t *key, ngx_str_t *weight,
+    ngx_log_t *log);
+ngx_int_t ngx_zk_lock_fair_value(ngx_pool_t *pool, uint64_t id,
+    ngx_variable_value_t *v);
+void ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair);
+ngx_int_t ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_node_t *ticket, ngx_zk_lock_flow_t *flow);
+ngx_zk_lock_node_t *ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair,
+    ngx_queue_t *tickets);
+void ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_node_t *ticket);
+void ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_node_t *ticket);
+
+
+#endif /* _NGX_ZK_LOCK_FAIR_H_INCLUDED_ */
