@@ -1,9 +1,8 @@
 #!/usr/bin/perl
 # The noisy neighbour, run by hand (never by prove): how the leases of one
 # semaphore path are shared between tenants today, first come, first
-# served, when one tenant floods the path and others ask little; the
-# baseline for per-tenant fair shares (issue 39, "fair=", not built yet:
-# pass it with --extra once it is).
+# served, when one tenant floods the path and others ask little; and the
+# same with per-tenant fair shares (issue 39): --extra 'fair=$arg_tenant'.
 #
 #   perl t/bench/fair.pl [--seconds 10] [--scenarios spread,onebox]
 #                        [--extra 'fair=$arg_tenant'] [--leases 16]
