@@ -20,7 +20,11 @@
 #  6. the key stays in nginx: $zk_lock_flow is 16 hex digits, one per
 #     tenant, the same for each of its requests; neither the error log (at
 #     info) nor any node's data on the path has the key
-#  7. stream: nginx -t refuses fair= without keep=; two servers on one
+#  7. a reload while a noisy flow's requests wait (2 workers): every
+#     request of the old generation served (200), never more than 2 at the
+#     backend; the new generation (a new secret, new workers) is fair too:
+#     the quiet request ahead of most of the noisy ones
+#  8. stream: nginx -t refuses fair= without keep=; two servers on one
 #     path, fair=$server_port: the quiet server's connection starts before
 #     most of the noisy server's that came before it; $zk_lock_flow in the
 #     stream log, one per server
@@ -257,6 +261,36 @@ subtest 'the key stays in nginx' => sub {
     like($fa // '', qr/^[0-9a-f]{16}\z/, '$zk_lock_flow: 16 hex digits');
     isnt($fa // '', $fb // '', 'two tenants, two flows');
     ok(index($ng->error_log, $key) < 0, 'the error log has no key');
+    $ng->stop;
+};
+
+subtest 'a reload while flows wait' => sub {
+    my $ng = nginx_start(conf(), zk => $zk, backend => $be, workers => 2);
+    wait_for(sub { $ng->get('/fifo?key=warm4')->{status} == 200 }, 15)
+        or BAIL_OUT('nginx never served');
+
+    my @req = map {
+        [ $ng->port, "/fair?key=rl&sleep=100&rec=1&id=n$_",
+          tenant('noisy') ]
+    } 1 .. 16;
+    push @req, [ $ng->port, '/fair?key=rl&sleep=100&rec=1&id=q',
+                 tenant('quiet') ];
+    my $bg = http_parallel_bg(\@req, stagger => 0.02, timeout => 30);
+    sleep 0.5;
+    ok($ng->reload, 'reloaded while they wait');
+    my $res = http_parallel_collect($bg, 40);
+    is(scalar(grep { $_->{status} == 200 } @$res), scalar(@req),
+       'every request of the old generation 200')
+        or diag explain [ map { "$_->{status} $_->{error}" } @$res ];
+    my $peak = (peak_in_flight([ map { { start => $_->[0], end => $_->[1],
+        w => 1 } } calls('rl') ]))[0];
+    cmp_ok($peak, '<=', 2, "never more than 2 at the backend ($peak)");
+
+    my $after;
+    ($after, $peak) = quiet_ahead($ng, 'fair', 'rl-after');
+    cmp_ok($after, '>=', 5,
+        "the new generation: the quiet request before $after of the noisy");
+    cmp_ok($peak, '<=', 2, "never more than 2 at the backend ($peak)");
     $ng->stop;
 };
 

@@ -30,6 +30,9 @@
 #   s2   zk_semaphore leases=2 protocol=v2           (abort)
 #   dry  zk_semaphore leases=1, zk_lock_dry_run on
 #   st   a stream server: zk_semaphore leases=2 keep=1s
+#   sf   zk_semaphore leases=2 keep=3s fair=$arg_t fair_weight=$fw: 5
+#        flows of weights 1 to 3 (a flow's requests asked of worker 0
+#        every time, their flows counted while they wait and run)
 #
 # The clients: SOAK_CLIENTS (10) processes, each seeded with seed + i,
 # each choosing per request an instance, a lock, an upstream time and a
@@ -193,6 +196,9 @@ my @LOCKS = (
       dir => 'zk_semaphore /soak/s2 leases=2 protocol=v2' },
     { name => 'dry', kind => 'none', dry => 1,
       dir => 'zk_semaphore /soak/dry leases=1' },
+    { name => 'sf',  kind => 'sem', cap => 2,
+      dir => 'zk_semaphore /soak/sf leases=2 keep=3s fair=$arg_t '
+             . 'fair_weight=$arg_fw' },
 );
 my %LOCK = map { $_->{name} => $_ } @LOCKS;
 for my $l (@LOCKS) {
@@ -209,7 +215,7 @@ my %ST = (name => 'st', kind => 'sem', cap => 2, timeout => 2,
 # issue 36 were in, more than the others)
 my @LOCK_ODDS = (s => 20, kv => 20, m => 8, sw => 8, sl => 8, so => 5,
     'rw-r' => 7, 'rw-w' => 4, km => 8, 'kr-r' => 8, 'kr-w' => 3, s2 => 6,
-    dry => 6);
+    dry => 6, sf => 12);
 @LOCK_ODDS = split /[=,]/, $ENV{SOAK_ODDS} if $ENV{SOAK_ODDS};
 my @SLEEPS = (0, 0, 20, 50, 100, 200, 300);    # ms, the upstream's time
 
@@ -597,6 +603,8 @@ sub new_request {
         : "/l/$lock?id=$id&sleep=$sleep";
     $uri .= '&v=v' . (1 + int rnd(400)) if $lock eq 'kv';
     $uri .= '&w=' . (1 + int rnd(2)) if $lock eq 'sw';
+    $uri .= '&t=t' . int(rnd(5)) . '&fw=' . (1 + int rnd(3))
+        if $lock eq 'sf';
     return { id => $id, inst => $inst, lock => $lock, how => $how,
         uri => $uri, status => 0,
         allowed => $l->{timeout} + $sleep / 1000 + $MARGIN };
