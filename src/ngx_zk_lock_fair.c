@@ -35,7 +35,7 @@
  * pick walks the waiting tickets, as few as the worker's requests.
  *
  * Keys are hashed with a secret that the master draws as it reads the
- * configuration (MD5 of the secret and the key, 64 bits): $zk_lock_flow
+ * configuration (MD5 of the secret and the key, 63 bits): $zk_lock_flow
  * and the log show the hash, never the key, and the hash of a key tells
  * nothing without the secret.
  */
