@@ -21,7 +21,8 @@
  * owns a node.  A worker's nodes on the path belong to its pool, not to
  * its requests: a request gets a ticket, and the ticket a lease that the
  * pool holds, at once when one is idle, else in arrival order once one
- * is freed or queued one holds.  When its request ends the lease stays in
+ * is freed or queued one holds (weighted fair between flows with fair=,
+ * see ngx_zk_lock_fair.c).  When its request ends the lease stays in
  * the pool, idle, until the next request or until "keep" has passed
  * without one; then its node is deleted.  So a request on a kept lease
  * costs ZooKeeper nothing, and the bound is as exact as Curator's: a
@@ -163,7 +164,7 @@ struct ngx_zk_lock_pool_s {
     ngx_zk_lock_t                *lock;
     ngx_zk_lock_kind_e            kind;       /* LEASE, or READ: shared */
     ngx_queue_t                   leases;     /* the idle first, see idle() */
-    ngx_queue_t                   tickets;    /* waiting, first come first */
+    ngx_queue_t                   tickets;    /* waiting, in arrival order */
     ngx_uint_t                    ntickets;   /* alive, waiting or not */
     ngx_uint_t                    leases_n;   /* unless the counter says */
     ngx_zk_lock_counter_t        *counter;

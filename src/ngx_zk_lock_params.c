@@ -315,17 +315,6 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     if (ngx_strncmp(value->data, "fair=", 5) == 0
         || ngx_strncmp(value->data, "fair_weight=", 12) == 0)
     {
-        if (lp->type != NGX_ZK_LOCK_SEMAPHORE
-            && lp->type != NGX_ZK_LOCK_MUTEX)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"fair\" is for \"zk_semaphore\" and "
-                               "\"zk_mutex\": the readers of a read/write "
-                               "lock share a lease, and a writer waits for "
-                               "them all");
-            return NGX_CONF_ERROR;
-        }
-
         return ngx_zk_lock_params_fair(cf, lp, value);
     }
 
@@ -547,6 +536,14 @@ ngx_zk_lock_params_fair(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
 {
     ngx_int_t  n;
     ngx_str_t  v;
+
+    if (lp->type != NGX_ZK_LOCK_SEMAPHORE && lp->type != NGX_ZK_LOCK_MUTEX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"fair\" is for \"zk_semaphore\" and "
+                           "\"zk_mutex\": the readers of a read/write lock "
+                           "share a lease, and a writer waits for them all");
+        return NGX_CONF_ERROR;
+    }
 
     if (value->data[4] == '=') {
         v.data = value->data + 5;
