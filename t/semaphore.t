@@ -284,7 +284,10 @@ subtest 'no idle lease: a waiter ahead aborts'     => sub { idle_scenario('abort
 
 subtest 'out-of-order releases (leases=3)' => sub {
     my $key = 'ooo';
-    my @h_ms = (4000, 1500, 2500);    # h1 is the oldest holder
+    # h1 is the oldest holder; the waiters queue after h2 and h3 hold,
+    # which a loaded machine (CI's tests run in parallel) took 1.7 s to
+    # see, so the first release comes 3 s in
+    my @h_ms = (6000, 3000, 4500);
     my $w_ms = 800;
     my $t0 = time;
     my $old = [ children('/t/ooo') ];
@@ -331,7 +334,8 @@ subtest 'out-of-order releases (leases=3)' => sub {
     # Estimated backend start of a waiter: its end minus its sleep.
     my @w_start = map { $_->{end} - $w_ms / 1000 } @w;
     cmp_ok($w_start[0], '<=', $h2->{end} + 1.0,
-        'w1 starts as soon as the 1500 ms holder (h2) ends') or diag $timeline;
+        "w1 starts as soon as the $h_ms[1] ms holder (h2) ends")
+        or diag $timeline;
     cmp_ok($w_start[0], '<', $h1->{end} - 1.0,
         'w1 does not wait for the oldest holder (h1)') or diag $timeline;
 
