@@ -9,6 +9,7 @@
 #include <ngx_md5.h>
 
 #include "ngx_zk_lock_fair.h"
+#include "ngx_zk_lock_share.h"
 #include "ngx_zk_lock_session.h"
 
 
@@ -34,6 +35,15 @@
  * memory follows the requests in the worker, not the keys ever seen.  A
  * pick walks the waiting tickets, as few as the worker's requests.
  *
+ * Across the fleet, an instance claims a part of the leases by the flows
+ * it serves (claim()): each flow counts as its weight, or less if it
+ * wanted less than the fleet's level gives a flow (its tickets' time
+ * alive, waiting or served, over the level's lease time in a window).
+ * share.c weighs the instances' levels by these claims, so that a flow
+ * that wants little gets it all whichever instance it comes to, and the
+ * rest goes between the flows that want more.  An instance's flows are
+ * its own: a key that comes to two instances is two flows.
+ *
  * Keys are hashed with a secret that the master draws as it reads the
  * configuration (MD5 of the secret and the key, 63 bits): $zk_lock_flow
  * and the log show the hash, never the key, and the hash of a key tells
@@ -47,6 +57,9 @@
 /* a request's hold before any ended, ms */
 #define NGX_ZK_LOCK_FAIR_HOLD   10
 
+/* the claim's window, ms: a quantum of kept leases */
+#define NGX_ZK_LOCK_FAIR_WINDOW  600
+
 
 typedef struct {
     ngx_queue_t                   queue;      /* in fair->flows */
@@ -54,11 +67,17 @@ typedef struct {
     ngx_uint_t                    weight;
     ngx_uint_t                    tickets;    /* alive */
     uint64_t                      vtime;
+    uint64_t                      busy;       /* tickets x ms, in the */
+    ngx_msec_t                    since;      /* window, until "since" */
 } ngx_zk_lock_fair_flow_t;
 
 
 static ngx_zk_lock_fair_flow_t *ngx_zk_lock_fair_find(
     ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow);
+static void ngx_zk_lock_fair_tally(ngx_zk_lock_fair_flow_t *f);
+static uint64_t ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_fair_flow_t *f, ngx_msec_t window);
+static void ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair);
 
 
 static u_char  ngx_zk_lock_fair_key[16];
@@ -180,6 +199,10 @@ ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair)
     ngx_queue_init(&fair->flows);
     fair->vtime = 0;
     fair->hold = NGX_ZK_LOCK_FAIR_HOLD;
+    fair->level = 0;
+    fair->start = ngx_current_msec;
+    fair->gone = 0;
+    fair->claim = 0;
 }
 
 
@@ -190,6 +213,8 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
     ngx_zk_lock_flow_t *flow)
 {
     ngx_zk_lock_fair_flow_t  *f;
+
+    ngx_zk_lock_fair_window(fair);
 
     f = ngx_zk_lock_fair_find(fair, flow);
 
@@ -203,12 +228,16 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
         f->weight = flow->weight;
         f->tickets = 0;
         f->vtime = fair->vtime;
+        f->busy = 0;
+        f->since = ngx_current_msec;
 
         ngx_queue_insert_tail(&fair->flows, &f->queue);
     }
 
     /* no credit for the time it asked nothing */
     f->vtime = ngx_max(f->vtime, fair->vtime);
+
+    ngx_zk_lock_fair_tally(f);
     f->tickets++;
 
     ticket->flow = f;
@@ -328,8 +357,101 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
         f->vtime = f->vtime - ticket->fair_charge + paid;
     }
 
+    ngx_zk_lock_fair_tally(f);
+
     if (--f->tickets == 0) {
+        /* its part of the window's claim stays when it goes */
+        fair->gone += ngx_zk_lock_fair_part(fair, f,
+                                 ngx_max(ngx_current_msec - fair->start,
+                                         NGX_ZK_LOCK_FAIR_WINDOW));
         ngx_queue_remove(&f->queue);
         ngx_free(f);
     }
+}
+
+
+/*
+ * The instance's claim on the fleet's leases, in thousandths of a flow:
+ * the flows' parts over the last window, at once when it grows, halved
+ * towards it when it falls (a flow that pauses keeps some of its claim)
+ */
+
+ngx_uint_t
+ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair)
+{
+    ngx_zk_lock_fair_window(fair);
+
+    return fair->claim;
+}
+
+
+static void
+ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
+{
+    uint64_t                  claim;
+    ngx_msec_t                window;
+    ngx_queue_t              *q;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    window = ngx_current_msec - fair->start;
+
+    if (window < NGX_ZK_LOCK_FAIR_WINDOW) {
+        return;
+    }
+
+    claim = fair->gone;
+
+    for (q = ngx_queue_head(&fair->flows);
+         q != ngx_queue_sentinel(&fair->flows);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
+
+        ngx_zk_lock_fair_tally(f);
+        claim += ngx_zk_lock_fair_part(fair, f, window);
+        f->busy = 0;
+    }
+
+    if (claim < fair->claim) {
+        claim = (claim + fair->claim) / 2;
+    }
+
+    fair->claim = ngx_min(claim, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
+    fair->gone = 0;
+    fair->start = ngx_current_msec;
+}
+
+
+/*
+ * A flow's part of the claim: its weight, or what it wanted if less, the
+ * lease time of its tickets alive (waiting or served) over a flow's at the
+ * fleet's level; its weight while that level is not known
+ */
+
+static uint64_t
+ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair, ngx_zk_lock_fair_flow_t *f,
+    ngx_msec_t window)
+{
+    uint64_t  whole, part;
+
+    whole = (uint64_t) f->weight * NGX_ZK_LOCK_SHARE_FLOW;
+
+    if (fair->level == 0) {
+        return whole;
+    }
+
+    /* level: thousandths of leases; busy: ms; the flow's, in thousandths */
+
+    part = f->busy * 1000 * NGX_ZK_LOCK_SHARE_FLOW
+           / (fair->level * window);
+
+    return ngx_min(part, whole);
+}
+
+
+static void
+ngx_zk_lock_fair_tally(ngx_zk_lock_fair_flow_t *f)
+{
+    f->busy += (uint64_t) f->tickets * (ngx_current_msec - f->since);
+    f->since = ngx_current_msec;
 }

@@ -41,6 +41,12 @@ typedef struct {
     ngx_queue_t                   flows;      /* with a ticket alive */
     uint64_t                      vtime;      /* the last served flow's */
     ngx_msec_t                    hold;       /* a request's, on average */
+
+    /* the claim on the fleet's leases, see claim() */
+    uint64_t                      level;      /* a flow's, as share.c saw */
+    ngx_msec_t                    start;      /* of the window */
+    uint64_t                      gone;       /* flows that left in it */
+    ngx_uint_t                    claim;      /* thousandths of a flow */
 } ngx_zk_lock_fair_t;
 
 
@@ -61,6 +67,7 @@ void ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
 void ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
+ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
 
 
 #endif /* _NGX_ZK_LOCK_FAIR_H_INCLUDED_ */

@@ -186,6 +186,7 @@ struct ngx_zk_lock_pool_s {
 
     ngx_zk_lock_share_t           share;      /* from the last listing */
     ngx_zk_lock_fair_t            fair;       /* fair=: its tickets' flows */
+    ngx_zk_lock_board_t          *board;      /* ... and the fleet's */
 };
 
 
@@ -248,6 +249,7 @@ static void ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
 static void ngx_zk_lock_keep_watched(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_lease_t *lease, uint32_t watcher);
 static void ngx_zk_lock_keep_starve_handler(ngx_event_t *ev);
+static void ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 
@@ -315,6 +317,11 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
         pool->ntickets--;
         ngx_zk_lock_keep_gc(pool);
         return NULL;
+    }
+
+    if (flow && pool->board == NULL) {
+        /* none: the instance is one flow to the others */
+        pool->board = ngx_zk_lock_board(s, path);
     }
 
     /*
@@ -1578,6 +1585,10 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
 
     ngx_zk_lock_keep_timers_stop(pool);
 
+    if (pool->board) {
+        ngx_zk_lock_board_leave(pool->board);
+    }
+
     lock = pool->lock;
     lock->pool = NULL;
     lock->keep = 0;
@@ -1588,6 +1599,27 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
     ngx_free(pool);
 
     ngx_zk_lock_path_gc(lock);
+}
+
+
+/*
+ * fair=: the level a flow gets, for the next window's claim, and the
+ * claim told to the others while the path is contended (none of
+ * ZooKeeper otherwise)
+ */
+
+static void
+ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
+{
+    if (!pool->share.others && !pool->lock->tickets) {
+        /* the level of the last contention stays the estimate */
+        return;
+    }
+
+    pool->fair.level = pool->share.level;
+
+    ngx_zk_lock_board_post(pool->board,
+                           ngx_zk_lock_fair_claim(&pool->fair));
 }
 
 
@@ -1651,7 +1683,8 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     /* the participants, then their demands */
 
     parts = ngx_alloc(n * sizeof(ngx_zk_lock_part_t)
-                      + (n + 1) * sizeof(ngx_uint_t), &lock->session->log);
+                      + (n + 1) * sizeof(ngx_zk_lock_claim_t),
+                      &lock->session->log);
     if (parts == NULL) {
         return;
     }
@@ -1669,6 +1702,16 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
 
     np = ngx_zk_lock_share_parts(&pool->share, children, n, parts);
 
+    if (pool->board) {
+        /*
+         * fair=: the instances weighed by the flows they serve; this one
+         * by its claim as the others read it, so that all count alike
+         */
+        pool->share.weight = ngx_zk_lock_board_mine(pool->board);
+        pool->share.weigh = ngx_zk_lock_board_claim;
+        pool->share.weigh_data = pool->board;
+    }
+
     /*
      * Each participant that hears lists the path again at a change, at
      * most once a pace (path_heard()): 100 ms up to LISTERS participants,
@@ -1684,7 +1727,11 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
                          NGX_ZK_LOCK_KEEP_QUANTUM);
 
     ngx_zk_lock_share(&pool->share, parts, np,
-                      (ngx_uint_t *) (void *) &parts[n]);
+                      (ngx_zk_lock_claim_t *) (void *) &parts[n]);
+
+    if (pool->board) {
+        ngx_zk_lock_keep_claim(pool);
+    }
     ngx_zk_lock_keep_doom(pool, children, n, leases, parts, np);
 
     ngx_free(parts);

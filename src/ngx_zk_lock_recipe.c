@@ -550,6 +550,7 @@ void
 ngx_zk_lock_recipe_connected(ngx_zk_lock_session_t *s)
 {
     ngx_zk_lock_counters_connected(s);
+    ngx_zk_lock_boards_connected(s);
     ngx_zk_lock_recipe_visit(s, ngx_zk_lock_recipe_reconnect);
 }
 
@@ -686,6 +687,7 @@ ngx_zk_lock_recipe_free(ngx_zk_lock_session_t *s)
     }
 
     ngx_zk_lock_counters_free(s);
+    ngx_zk_lock_boards_free(s);
 }
 
 

@@ -14,6 +14,7 @@
 
 #include "ngx_zk_lock_session.h"
 #include "ngx_zk_lock_counter.h"
+#include "ngx_zk_lock_board.h"
 #include "ngx_zk_lock_listing.h"
 #include "ngx_zk_lock_path.h"
 

@@ -125,6 +125,7 @@ ngx_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_rbtree_init(&s->locks, &s->sentinel, ngx_str_rbtree_insert_value);
     ngx_queue_init(&s->all);
     ngx_queue_init(&s->counters);
+    ngx_queue_init(&s->boards);
 
     s->timer.handler = ngx_zk_lock_session_timer_handler;
     s->timer.data = s;

@@ -71,6 +71,7 @@ struct ngx_zk_lock_session_s {
     ngx_rbtree_node_t             sentinel;
     ngx_queue_t                   all;        /* the same locks, as a list */
     ngx_queue_t                   counters;   /* lease counts from znodes */
+    ngx_queue_t                   boards;     /* fair=: claims, board.c */
 
     uint32_t                      instance;   /* of the nginx, see uuid() */
     uint64_t                      uuid_key[2];

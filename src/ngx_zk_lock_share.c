@@ -10,16 +10,19 @@
 #include "ngx_zk_lock_share.h"
 
 
-static ngx_uint_t ngx_zk_lock_share_level(ngx_uint_t *demand,
-    ngx_uint_t nd, ngx_uint_t total, ngx_uint_t amount);
+static uint64_t ngx_zk_lock_share_level(ngx_zk_lock_claim_t *claims,
+    ngx_uint_t nc, uint64_t rest, uint64_t amount);
 static void ngx_zk_lock_share_owed(ngx_zk_lock_share_t *sh,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, uint64_t level,
     size_t len);
+static uint64_t ngx_zk_lock_share_weight(ngx_zk_lock_share_t *sh,
+    ngx_zk_lock_part_t *parts, ngx_uint_t i, ngx_uint_t j);
+static uint64_t ngx_zk_lock_share_part_of(uint64_t level, uint64_t weight);
 static ngx_uint_t ngx_zk_lock_share_same(ngx_zk_lock_part_t *a,
     ngx_zk_lock_part_t *b);
 static ngx_uint_t ngx_zk_lock_share_ours(ngx_zk_lock_share_t *sh,
     ngx_zk_lock_part_t *part, size_t len);
-static int ngx_libc_cdecl ngx_zk_lock_share_uint_cmp(const void *one,
+static int ngx_libc_cdecl ngx_zk_lock_share_claim_cmp(const void *one,
     const void *two);
 
 
@@ -84,14 +87,20 @@ ngx_zk_lock_share_parts(ngx_zk_lock_share_t *sh,
  * not what they hold, and it all comes to "leases" (in thousandths).  This
  * worker wants more when a request of its waits, else what its requests
  * run on: its idle leases are nobody's need.
+ *
+ * With fair= the instances' level is weighted: an instance that waits gets
+ * L times its claim, the flows it serves as the fleet's level counts them
+ * (fair.c), so that max-min holds between the flows of the whole fleet
+ * rather than between instances; a participant without a claim is one
+ * flow.
  */
 
 void
 ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
-    ngx_uint_t np, ngx_uint_t *demand)
+    ngx_uint_t np, ngx_zk_lock_claim_t *claims)
 {
-    ngx_uint_t                 i, j, nd, total, level, share, held, ours;
-    ngx_uint_t                 waits, found;
+    uint64_t                   level, share, rest, weight, mine;
+    ngx_uint_t                 i, j, nc, total, held, ours, waits;
     ngx_zk_lock_part_t        *p;
 
     /* this worker's demand: unbounded while a request of its waits */
@@ -99,10 +108,10 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
 
     /* the instances: the parts that share an instance prefix, sorted */
 
-    nd = 0;
-    total = 0;
-    found = 0;
+    nc = 0;
+    rest = 0;
     share = ours;
+    mine = sh->weight ? sh->weight : NGX_ZK_LOCK_SHARE_FLOW;
     sh->others = 0;
     sh->owed = 0;
     sh->lagging = 0;
@@ -127,43 +136,53 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
             held += 1000 * p->held;
         }
 
-        total++;
-
         if (ngx_zk_lock_share_ours(sh, &parts[i],
                                   NGX_ZK_LOCK_INSTANCE_LEN))
         {
             /* this nginx: its other workers and this one */
-            found = 1;
             share = (waits || ours == NGX_MAX_UINT32_VALUE)
                     ? NGX_MAX_UINT32_VALUE : held + ours;
+            continue;
+        }
 
-        } else if (!waits) {
-            demand[nd++] = held;
+        weight = ngx_zk_lock_share_weight(sh, parts, i, j);
+
+        if (waits) {
+            rest += weight;
+
+        } else {
+            claims[nc].demand = held;
+            claims[nc++].weight = weight;
         }
     }
 
-    if (!found) {
-        /* none of this nginx's nodes listed yet */
-        total++;
-    }
+    /* this nginx, even when none of its nodes is listed yet */
 
     if (share != NGX_MAX_UINT32_VALUE) {
-        demand[nd++] = share;
+        claims[nc].demand = share;
+        claims[nc++].weight = mine;
+
+    } else {
+        rest += mine;
     }
 
-    level = ngx_zk_lock_share_level(demand, nd, total, 1000 * sh->leases);
-    share = ngx_min(share, level);
+    level = ngx_zk_lock_share_level(claims, nc, rest,
+                                   (uint64_t) 1000 * sh->leases);
+    sh->level = level;
+
+    share = ngx_min(share, ngx_zk_lock_share_part_of(level, mine));
 
     ngx_zk_lock_share_owed(sh, parts, np, level,
                           NGX_ZK_LOCK_INSTANCE_LEN);
 
-    /* the workers of this nginx, this one among them */
+    /* the workers of this nginx, this one among them: one flow each */
 
-    nd = 0;
+    nc = 0;
     total = 1;
 
     if (ours != NGX_MAX_UINT32_VALUE) {
-        demand[nd++] = ours;
+        claims[nc].demand = ours;
+        claims[nc++].weight = NGX_ZK_LOCK_SHARE_FLOW;
     }
 
     for (i = 0; i < np; i++) {
@@ -179,11 +198,14 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
         total++;
 
         if (!p->waiting) {
-            demand[nd++] = 1000 * p->held;
+            claims[nc].demand = 1000 * p->held;
+            claims[nc++].weight = NGX_ZK_LOCK_SHARE_FLOW;
         }
     }
 
-    level = ngx_zk_lock_share_level(demand, nd, total, share);
+    level = ngx_zk_lock_share_level(claims, nc,
+                                   (total - nc) * NGX_ZK_LOCK_SHARE_FLOW,
+                                   share);
 
     sh->floor = level / 1000;
     sh->ceil = (level + 999) / 1000;
@@ -193,31 +215,88 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
 }
 
 
-/* the level that "amount" fills among "total", "demand" those below it */
+/*
+ * The level of a flow (FLOW of weight) that "amount" fills: the claims
+ * below it get their demand, the others, and "rest" (the weight of those
+ * that wait), the level times their weight
+ */
 
-static ngx_uint_t
-ngx_zk_lock_share_level(ngx_uint_t *demand, ngx_uint_t nd,
-    ngx_uint_t total, ngx_uint_t amount)
+static uint64_t
+ngx_zk_lock_share_level(ngx_zk_lock_claim_t *claims, ngx_uint_t nc,
+    uint64_t rest, uint64_t amount)
 {
-    ngx_uint_t  i, left, all;
+    uint64_t    all, weight, level;
+    ngx_uint_t  i;
 
-    ngx_qsort(demand, nd, sizeof(ngx_uint_t), ngx_zk_lock_share_uint_cmp);
+    ngx_qsort(claims, nc, sizeof(ngx_zk_lock_claim_t),
+              ngx_zk_lock_share_claim_cmp);
 
     all = amount;
+    weight = rest;
 
-    for (i = 0; i < nd; i++) {
-        if (demand[i] * (total - i) > amount) {
+    for (i = 0; i < nc; i++) {
+        weight += claims[i].weight;
+    }
+
+    for (i = 0; i < nc; i++) {
+        level = amount * NGX_ZK_LOCK_SHARE_FLOW / weight;
+
+        if (claims[i].demand * NGX_ZK_LOCK_SHARE_FLOW / claims[i].weight
+            > level)
+        {
             break;
         }
 
-        amount -= demand[i];
+        amount -= claims[i].demand;
+        weight -= claims[i].weight;
     }
-
-    left = total - i;
 
     /* nobody wants more than it has: nobody is over a share */
 
-    return left ? amount / left : all;
+    return weight ? amount * NGX_ZK_LOCK_SHARE_FLOW / weight : all;
+}
+
+
+/* the level times a weight, in thousandths of leases */
+
+static uint64_t
+ngx_zk_lock_share_part_of(uint64_t level, uint64_t weight)
+{
+    return level / NGX_ZK_LOCK_SHARE_FLOW * weight
+           + level % NGX_ZK_LOCK_SHARE_FLOW * weight / NGX_ZK_LOCK_SHARE_FLOW;
+}
+
+
+/*
+ * An instance's claim: what its workers reported, one flow if none did
+ * (or it is a Curator client), this nginx's its own
+ */
+
+static uint64_t
+ngx_zk_lock_share_weight(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
+    ngx_uint_t i, ngx_uint_t j)
+{
+    uint64_t  weight;
+
+    if (sh->weigh == NULL || parts[i].len != NGX_ZK_LOCK_OURS_LEN) {
+        return NGX_ZK_LOCK_SHARE_FLOW;
+    }
+
+    if (ngx_zk_lock_share_ours(sh, &parts[i], NGX_ZK_LOCK_INSTANCE_LEN)) {
+        return sh->weight ? sh->weight : NGX_ZK_LOCK_SHARE_FLOW;
+    }
+
+    weight = 0;
+
+    for ( /* void */ ; i < j; i++) {
+        weight += sh->weigh(sh->weigh_data, parts[i].name);
+    }
+
+    if (weight == 0) {
+        return NGX_ZK_LOCK_SHARE_FLOW;
+    }
+
+    return ngx_min(weight, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
 }
 
 
@@ -230,13 +309,11 @@ ngx_zk_lock_share_level(ngx_uint_t *demand, ngx_uint_t nd,
 
 static void
 ngx_zk_lock_share_owed(ngx_zk_lock_share_t *sh,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t level,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, uint64_t level,
     size_t len)
 {
-    ngx_uint_t  i, j, held, waits, due, even;
-
-    due = ngx_max(level / 1000, 1);
-    even = (level + 999) / 1000;
+    uint64_t    part, due, even;
+    ngx_uint_t  i, j, held, waits;
 
     for (i = 0; i < np; i = j) {
         held = 0;
@@ -264,8 +341,29 @@ ngx_zk_lock_share_owed(ngx_zk_lock_share_t *sh,
             continue;
         }
 
+        /* an instance's level is weighted by its claim, a worker's not */
+
+        part = (len == NGX_ZK_LOCK_INSTANCE_LEN)
+               ? ngx_zk_lock_share_part_of(level,
+                                 ngx_zk_lock_share_weight(sh, parts, i, j))
+               : level;
+
+        due = ngx_max(part / 1000, 1);
+
+        /*
+         * The fraction of a share rotates, see assign(); between weighed
+         * instances (fair=), only for one more than half a lease short: a
+         * weighed share is seldom whole, and rotating every fraction cost
+         * a lease change per instance and quantum (0.15 writes a request
+         * in t/bench/fair.pl, against 0.01 without weights).  What a flow
+         * gets is in its instance's hands; the instance's part of the
+         * leases is met within half a lease.
+         */
+
+        even = (sh->weigh && len == NGX_ZK_LOCK_INSTANCE_LEN)
+               ? (part + 499) / 1000 : (part + 999) / 1000;
+
         if (waits && held < even) {
-            /* the fraction of a share rotates, see assign() */
             sh->lagging = 1;
         }
 
@@ -328,10 +426,16 @@ ngx_zk_lock_share_part_cmp(const void *one, const void *two)
 }
 
 
-static int ngx_libc_cdecl
-ngx_zk_lock_share_uint_cmp(const void *one, const void *two)
-{
-    const ngx_uint_t  *a = one, *b = two;
+/* by the level at which a claim is met: demand over weight */
 
-    return (*a > *b) - (*a < *b);
+static int ngx_libc_cdecl
+ngx_zk_lock_share_claim_cmp(const void *one, const void *two)
+{
+    uint64_t                    x, y;
+    const ngx_zk_lock_claim_t  *a = one, *b = two;
+
+    x = a->demand * NGX_ZK_LOCK_SHARE_FLOW / a->weight;
+    y = b->demand * NGX_ZK_LOCK_SHARE_FLOW / b->weight;
+
+    return (x > y) - (x < y);
 }

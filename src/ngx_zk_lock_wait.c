@@ -109,6 +109,9 @@ ngx_zk_lock_wait_event(ngx_zk_lock_session_t *s, int type,
         return;
     }
 
+    /* a fair= board's: its path may be a lock's too */
+    ngx_zk_lock_board_watch(s, type, path);
+
     if (type == ZOO_CHILD_EVENT) {
         /* a children watch is set on the lock itself */
         p = (u_char *) path + ngx_strlen(path);

@@ -9,6 +9,6 @@ use Test::More;
 use lib 't/lib';
 use ZkLock::Unit;
 
-c_unit('share', [ 'ngx_zk_lock_share.c', 'ngx_zk_lock_listing.c' ], 17);
+c_unit('share', [ 'ngx_zk_lock_share.c', 'ngx_zk_lock_listing.c' ], 24);
 
 done_testing();

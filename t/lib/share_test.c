@@ -24,13 +24,29 @@
 #define CURATOR(seq)  "_c_5e1f0a2b-9c3d-4e5f-a6b7-c8d9e0f1a2b3-lock-" seq
 
 
+/*
+ * fair=: the claims of the other workers, as board.c gives them; only the
+ * second nginx's worker reports one
+ */
+
+static ngx_uint_t  n2_claim;
+
+static ngx_uint_t
+weigh(void *data, u_char *worker)
+{
+    return ngx_strncmp(worker, N2W1, NGX_ZK_LOCK_OURS_LEN) == 0
+           ? n2_claim : 0;
+}
+
+
 /* a listing, its parts, and the shares computed from them */
 
 static ngx_uint_t
-compute(ngx_zk_lock_share_t *sh, char **names, ngx_uint_t n,
-    ngx_uint_t leases, ngx_uint_t demand)
+weighed(ngx_zk_lock_share_t *sh, char **names, ngx_uint_t n,
+    ngx_uint_t leases, ngx_uint_t demand, ngx_uint_t ours, ngx_uint_t theirs)
 {
-    ngx_uint_t            np, dem[16];
+    ngx_uint_t            np;
+    ngx_zk_lock_claim_t   claims[16];
     ngx_zk_lock_part_t    parts[16];
     ngx_zk_lock_child_t   c[16];
 
@@ -38,13 +54,24 @@ compute(ngx_zk_lock_share_t *sh, char **names, ngx_uint_t n,
     sh->ours = (u_char *) W1;
     sh->leases = leases;
     sh->demand = demand;
+    sh->weight = ours;
+    sh->weigh = ours ? weigh : NULL;
+    n2_claim = theirs;
 
     (void) ngx_zk_lock_listing_sort(c, names, n);
 
     np = ngx_zk_lock_share_parts(sh, c, n, parts);
-    ngx_zk_lock_share(sh, parts, np, dem);
+    ngx_zk_lock_share(sh, parts, np, claims);
 
     return np;
+}
+
+
+static ngx_uint_t
+compute(ngx_zk_lock_share_t *sh, char **names, ngx_uint_t n,
+    ngx_uint_t leases, ngx_uint_t demand)
+{
+    return weighed(sh, names, n, leases, demand, 0, 0);
 }
 
 
@@ -174,6 +201,58 @@ test_alone(void)
 }
 
 
+static void
+test_weighed(void)
+{
+    char                 *names[] = {
+        NODE(W1, "1", "0000000001"),
+        NODE(W1, "2", "0000000002"),
+        NODE(N2W1, "1", "0000000003"),
+        NODE(N2W1, "2", "0000000004"),
+        NODE(W1, "3", "0000000005"),
+        NODE(N2W1, "3", "0000000006"),
+    };
+    char                 *short_names[] = {
+        NODE(W1, "1", "0000000001"),
+        NODE(W1, "2", "0000000002"),
+        NODE(W1, "3", "0000000003"),
+        NODE(N2W1, "1", "0000000004"),
+        NODE(W1, "4", "0000000005"),
+        NODE(N2W1, "2", "0000000006"),
+    };
+    ngx_zk_lock_share_t   sh;
+
+    /* 4 leases, both nginx hold 2 and wait: this one claims 3 flows */
+
+    (void) weighed(&sh, names, 6, 4, NGX_MAX_UINT32_VALUE, 3000, 1000);
+
+    ok(sh.level == 1000, "weighed: a flow's level is 1 lease of 4 over "
+       "4 flows");
+    ok(sh.floor == 3 && sh.ceil == 3, "weighed: this nginx's share is 3");
+    ok(!sh.owed && !sh.lagging, "weighed: the other holds 2 of its 1");
+
+    (void) weighed(&sh, names, 6, 4, NGX_MAX_UINT32_VALUE, 1000, 0);
+
+    ok(sh.floor == 2 && sh.ceil == 2, "weighed: an instance with no "
+       "report is one flow, as this one: 2 each");
+
+    /* 1 flow against 1.4: 1.67 and 2.33 leases */
+
+    (void) weighed(&sh, names, 6, 4, NGX_MAX_UINT32_VALUE, 1000, 1400);
+
+    ok(sh.floor == 1 && sh.ceil == 2, "weighed: 1 against 1.4 flows: "
+       "this one's share 1.67");
+    ok(!sh.lagging, "weighed: the other holds 2 of its 2.33: within "
+       "half a lease, no rotation");
+
+    (void) weighed(&sh, short_names, 6, 4, NGX_MAX_UINT32_VALUE, 1000,
+                  1400);
+
+    ok(sh.lagging && sh.owed, "weighed: the other holds 1 of its 2.33: "
+       "owed");
+}
+
+
 int
 main(void)
 {
@@ -182,6 +261,7 @@ main(void)
     test_owed();
     test_workers();
     test_alone();
+    test_weighed();
 
     printf("1..%d\n", tests);
 

@@ -1,0 +1,803 @@
+
+/*
+ * Copyright (C) ngx_http_zk_lock_module authors
+ */
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+
+#include "ngx_zk_lock_board.h"
+#include "ngx_zk_lock_share.h"
+#include "ngx_zk_lock_path.h"
+
+
+/*
+ * A board lives while a pool on its path does, and after that until its
+ * last completion: its own node is deleted when the last pool goes, and
+ * the others' reports are only read.  Each completion finds the board
+ * there (the worker's exit frees them all once no completion is to come,
+ * see recipe_free()).
+ */
+
+
+#define NGX_ZK_LOCK_BOARD_SUFFIX   ".fair"
+#define NGX_ZK_LOCK_BOARD_SUFLEN   (sizeof(NGX_ZK_LOCK_BOARD_SUFFIX) - 1)
+
+/* a write a quantum at most (keep.c's), ms */
+#define NGX_ZK_LOCK_BOARD_QUANTUM  600
+
+
+typedef struct {
+    u_char                        name[NGX_ZK_LOCK_OURS_LEN];
+    ngx_uint_t                    claim;      /* 0: not read, or invalid */
+} ngx_zk_lock_report_t;
+
+
+struct ngx_zk_lock_board_s {
+    ngx_queue_t                   queue;      /* in session->boards */
+    ngx_zk_lock_session_t        *session;
+    ngx_uint_t                    refs;       /* pools on the path */
+    ngx_uint_t                    pending;    /* completions to come */
+
+    ngx_zk_lock_report_t         *reports;    /* the others', by name */
+    ngx_uint_t                    nreports;
+
+    ngx_uint_t                    claim;      /* ours, to write */
+    ngx_uint_t                    written;    /* ... as last written */
+    ngx_uint_t                    generation; /* the session of our node */
+    ngx_msec_t                    next;       /* no write before */
+
+    unsigned                      listing:1;
+    unsigned                      relist:1;
+    unsigned                      writing:1;
+    unsigned                      created:1;  /* our node */
+    unsigned                      dir:1;      /* made P.fair for our node */
+
+    u_char                       *node;       /* "P.fair/<ours>" */
+    size_t                        len;        /* of "P.fair" */
+    u_char                        path[1];    /* "P.fair" */
+};
+
+
+typedef struct {
+    ngx_zk_lock_board_t          *board;
+    u_char                        name[NGX_ZK_LOCK_OURS_LEN];
+} ngx_zk_lock_board_read_t;
+
+
+static ngx_zk_lock_board_t *ngx_zk_lock_board_find(
+    ngx_zk_lock_session_t *s, u_char *path, size_t len);
+static ngx_uint_t ngx_zk_lock_board_done(ngx_zk_lock_board_t *b);
+static void ngx_zk_lock_board_list(ngx_zk_lock_board_t *b);
+static void ngx_zk_lock_board_listed(int rc,
+    const struct String_vector *strings, const void *data);
+static void ngx_zk_lock_board_exists(int rc, const struct Stat *stat,
+    const void *data);
+static void ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
+    const struct String_vector *strings);
+static void ngx_zk_lock_board_read(ngx_zk_lock_board_t *b, u_char *name);
+static void ngx_zk_lock_board_got(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data);
+static ngx_zk_lock_report_t *ngx_zk_lock_board_report(
+    ngx_zk_lock_report_t *reports, ngx_uint_t n, u_char *name);
+static void ngx_zk_lock_board_write(ngx_zk_lock_board_t *b);
+static void ngx_zk_lock_board_created(int rc, const char *value,
+    const void *data);
+static void ngx_zk_lock_board_made(int rc, const char *value,
+    const void *data);
+static void ngx_zk_lock_board_set(int rc, const struct Stat *stat,
+    const void *data);
+static void ngx_zk_lock_board_deleted(int rc, const void *data);
+static ngx_uint_t ngx_zk_lock_board_sent(ngx_zk_lock_board_t *b, int rc,
+    const char *call, u_char *path);
+static void ngx_zk_lock_board_free(ngx_zk_lock_board_t *b);
+static int ngx_libc_cdecl ngx_zk_lock_board_cmp(const void *one,
+    const void *two);
+
+
+/* a pool on "path" serves fair flows: the board of the path, made once */
+
+ngx_zk_lock_board_t *
+ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path)
+{
+    size_t                len;
+    ngx_zk_lock_board_t  *b;
+
+    len = path->len + NGX_ZK_LOCK_BOARD_SUFLEN;
+
+    b = ngx_zk_lock_board_find(s, path->data, path->len);
+    if (b) {
+        b->refs++;
+        return b;
+    }
+
+    b = ngx_calloc(sizeof(ngx_zk_lock_board_t) + 2 * len + 1
+                   + NGX_ZK_LOCK_OURS_LEN + 1, &s->log);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    b->session = s;
+    b->refs = 1;
+    b->len = len;
+    ngx_sprintf(b->path, "%V" NGX_ZK_LOCK_BOARD_SUFFIX "%Z", path);
+
+    b->node = b->path + len + 1;
+    ngx_sprintf(b->node, "%s/%*s%Z", b->path, (size_t) NGX_ZK_LOCK_OURS_LEN,
+                s->ours);
+
+    ngx_queue_insert_tail(&s->boards, &b->queue);
+
+    ngx_zk_lock_board_list(b);
+
+    return b;
+}
+
+
+/* the last pool on the path goes: so does our node */
+
+void
+ngx_zk_lock_board_leave(ngx_zk_lock_board_t *b)
+{
+    int                     rc;
+    ngx_zk_lock_session_t  *s;
+
+    if (--b->refs) {
+        return;
+    }
+
+    s = b->session;
+
+    if (b->created && b->generation == s->generation && s->connected) {
+        ngx_zk_lock_session_batch(s);
+
+        rc = zoo_adelete(s->zh, (char *) b->node, -1,
+                         ngx_zk_lock_board_deleted, b);
+
+        (void) ngx_zk_lock_board_sent(b, rc, "zoo_adelete", b->node);
+    }
+
+    b->created = 0;
+    b->written = 0;
+
+    (void) ngx_zk_lock_board_done(b);
+}
+
+
+/* a completion came, or a pool left: NGX_OK if the board is to be freed */
+
+static ngx_uint_t
+ngx_zk_lock_board_done(ngx_zk_lock_board_t *b)
+{
+    if (b->refs || b->pending) {
+        return 0;
+    }
+
+    ngx_queue_remove(&b->queue);
+    ngx_zk_lock_board_free(b);
+
+    return 1;
+}
+
+
+static void
+ngx_zk_lock_board_list(ngx_zk_lock_board_t *b)
+{
+    int                     rc;
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
+
+    if (b->listing) {
+        b->relist = 1;
+        return;
+    }
+
+    if (!s->connected || b->refs == 0) {
+        return;
+    }
+
+    ngx_zk_lock_session_batch(s);
+
+    rc = zoo_awget_children(s->zh, (char *) b->path,
+                            ngx_zk_lock_session_watcher, s,
+                            ngx_zk_lock_board_listed, b);
+
+    if (ngx_zk_lock_board_sent(b, rc, "zoo_awget_children", b->path)) {
+        b->listing = 1;
+    }
+}
+
+
+static void
+ngx_zk_lock_board_listed(int rc, const struct String_vector *strings,
+    const void *data)
+{
+    ngx_zk_lock_board_t  *b = (ngx_zk_lock_board_t *) data;
+
+    int                     erc;
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
+    b->pending--;
+    b->listing = 0;
+
+    if (s->exiting || ngx_zk_lock_board_done(b) || b->refs == 0) {
+        return;
+    }
+
+    if (rc == ZOK) {
+        ngx_zk_lock_board_update(b, strings);
+
+    } else if (rc == ZNONODE) {
+        /* nobody reported yet: to hear of the first */
+
+        b->nreports = 0;
+
+        ngx_zk_lock_session_batch(s);
+
+        erc = zoo_awexists(s->zh, (char *) b->path,
+                           ngx_zk_lock_session_watcher, s,
+                           ngx_zk_lock_board_exists, b);
+        (void) ngx_zk_lock_board_sent(b, erc, "zoo_awexists", b->path);
+
+    } else {
+        /* listed again once connected */
+        return;
+    }
+
+    if (b->relist) {
+        b->relist = 0;
+        ngx_zk_lock_board_list(b);
+    }
+}
+
+
+static void
+ngx_zk_lock_board_exists(int rc, const struct Stat *stat, const void *data)
+{
+    ngx_zk_lock_board_t  *b = (ngx_zk_lock_board_t *) data;
+
+    b->pending--;
+
+    if (b->session->exiting || ngx_zk_lock_board_done(b)) {
+        return;
+    }
+
+    if (rc == ZOK) {
+        /* made between the listing and the watch */
+        ngx_zk_lock_board_list(b);
+    }
+}
+
+
+/* the others' reports: those known are kept, the new ones read */
+
+static void
+ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
+    const struct String_vector *strings)
+{
+    int                     i;
+    size_t                  len;
+    u_char                 *name;
+    ngx_uint_t              n;
+    ngx_zk_lock_report_t   *reports, *r, *old;
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
+
+    reports = NULL;
+    n = 0;
+
+    if (strings->count) {
+        reports = ngx_alloc(strings->count * sizeof(ngx_zk_lock_report_t),
+                            &s->log);
+        if (reports == NULL) {
+            return;
+        }
+    }
+
+    for (i = 0; i < strings->count; i++) {
+        name = (u_char *) strings->data[i];
+        len = ngx_strlen(name);
+
+        if (len != NGX_ZK_LOCK_OURS_LEN
+            || ngx_strncmp(name, "_c_", 3) != 0
+            || ngx_memcmp(name, s->ours, NGX_ZK_LOCK_OURS_LEN) == 0)
+        {
+            continue;
+        }
+
+        r = &reports[n++];
+        ngx_memcpy(r->name, name, NGX_ZK_LOCK_OURS_LEN);
+
+        old = ngx_zk_lock_board_report(b->reports, b->nreports, name);
+        r->claim = old ? old->claim : 0;
+    }
+
+    if (b->reports) {
+        ngx_free(b->reports);
+    }
+
+    ngx_qsort(reports, n, sizeof(ngx_zk_lock_report_t),
+              ngx_zk_lock_board_cmp);
+
+    b->reports = reports;
+    b->nreports = n;
+
+    for (n = 0; n < b->nreports; n++) {
+        if (b->reports[n].claim == 0) {
+            ngx_zk_lock_board_read(b, b->reports[n].name);
+        }
+    }
+}
+
+
+static void
+ngx_zk_lock_board_read(ngx_zk_lock_board_t *b, u_char *name)
+{
+    int                        rc;
+    u_char                     path[NGX_MAX_PATH];
+    ngx_zk_lock_session_t     *s;
+    ngx_zk_lock_board_read_t  *r;
+
+    s = b->session;
+
+    if (b->len + 1 + NGX_ZK_LOCK_OURS_LEN + 1 > NGX_MAX_PATH) {
+        return;
+    }
+
+    r = ngx_alloc(sizeof(ngx_zk_lock_board_read_t), &s->log);
+    if (r == NULL) {
+        return;
+    }
+
+    r->board = b;
+    ngx_memcpy(r->name, name, NGX_ZK_LOCK_OURS_LEN);
+
+    ngx_sprintf(path, "%s/%*s%Z", b->path, (size_t) NGX_ZK_LOCK_OURS_LEN,
+                name);
+
+    ngx_zk_lock_session_batch(s);
+
+    rc = zoo_awget(s->zh, (char *) path, ngx_zk_lock_session_watcher, s,
+                   ngx_zk_lock_board_got, r);
+
+    if (!ngx_zk_lock_board_sent(b, rc, "zoo_awget", path)) {
+        ngx_free(r);
+    }
+}
+
+
+static void
+ngx_zk_lock_board_got(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_zk_lock_board_read_t  *r = (ngx_zk_lock_board_read_t *) data;
+
+    ngx_int_t              claim;
+    ngx_zk_lock_board_t   *b;
+    ngx_zk_lock_report_t  *report;
+
+    b = r->board;
+    b->pending--;
+
+    report = NULL;
+
+    if (!b->session->exiting && !ngx_zk_lock_board_done(b)) {
+        report = ngx_zk_lock_board_report(b->reports, b->nreports, r->name);
+    }
+
+    ngx_free(r);
+
+    if (report == NULL || rc != ZOK || value == NULL || value_len <= 0) {
+        return;
+    }
+
+    /* another's: what it is not, one flow (share.c) */
+
+    claim = ngx_atoi((u_char *) value, value_len);
+
+    report->claim = (claim > 0 && claim <= NGX_ZK_LOCK_SHARE_WEIGHT_MAX)
+                    ? (ngx_uint_t) claim : 0;
+}
+
+
+/* our claim as the others read it: 0 for none yet */
+
+ngx_uint_t
+ngx_zk_lock_board_mine(ngx_zk_lock_board_t *b)
+{
+    return (b->created && b->generation == b->session->generation)
+           ? b->written : 0;
+}
+
+
+/* share.c's weigh(): a worker's claim, 0 for none */
+
+ngx_uint_t
+ngx_zk_lock_board_claim(void *data, u_char *worker)
+{
+    ngx_zk_lock_board_t  *b = data;
+
+    ngx_zk_lock_report_t  *r;
+
+    r = ngx_zk_lock_board_report(b->reports, b->nreports, worker);
+
+    return r ? r->claim : 0;
+}
+
+
+static ngx_zk_lock_report_t *
+ngx_zk_lock_board_report(ngx_zk_lock_report_t *reports, ngx_uint_t n,
+    u_char *name)
+{
+    ngx_int_t   rc;
+    ngx_uint_t  lo, hi, mid;
+
+    lo = 0;
+    hi = n;
+
+    while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        rc = ngx_memcmp(reports[mid].name, name, NGX_ZK_LOCK_OURS_LEN);
+
+        if (rc == 0) {
+            return &reports[mid];
+        }
+
+        if (rc < 0) {
+            lo = mid + 1;
+
+        } else {
+            hi = mid;
+        }
+    }
+
+    return NULL;
+}
+
+
+/*
+ * Our claim, as fair.c counts it now: written when it moved by more than
+ * an eighth, a quantum after the last write at the soonest
+ */
+
+void
+ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim)
+{
+    ngx_uint_t              diff;
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
+    b->claim = claim;
+
+    if (claim == 0 || b->writing || !s->connected
+        || (ngx_msec_int_t) (b->next - ngx_current_msec) > 0)
+    {
+        return;
+    }
+
+    if (b->generation != s->generation) {
+        b->created = 0;
+        b->written = 0;
+    }
+
+    diff = (claim > b->written) ? claim - b->written : b->written - claim;
+
+    if (b->written && diff * 8 <= b->written) {
+        return;
+    }
+
+    ngx_zk_lock_board_write(b);
+}
+
+
+static void
+ngx_zk_lock_board_write(ngx_zk_lock_board_t *b)
+{
+    int                     rc, len;
+    u_char                  data[NGX_INT_T_LEN];
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
+
+    len = ngx_sprintf(data, "%ui", b->claim) - data;
+
+    ngx_zk_lock_session_batch(s);
+
+    if (b->created) {
+        rc = zoo_aset(s->zh, (char *) b->node, (char *) data, len, -1,
+                      ngx_zk_lock_board_set, b);
+
+    } else {
+        rc = zoo_acreate(s->zh, (char *) b->node, (char *) data, len,
+                         s->acl, ZOO_EPHEMERAL,
+                         ngx_zk_lock_board_created, b);
+    }
+
+    if (!ngx_zk_lock_board_sent(b, rc, b->created ? "zoo_aset"
+                                               : "zoo_acreate", b->node))
+    {
+        return;
+    }
+
+    b->writing = 1;
+    b->written = b->claim;
+    b->next = ngx_current_msec + NGX_ZK_LOCK_BOARD_QUANTUM;
+}
+
+
+static void
+ngx_zk_lock_board_created(int rc, const char *value, const void *data)
+{
+    ngx_zk_lock_board_t  *b = (ngx_zk_lock_board_t *) data;
+
+    int                     erc;
+    ngx_zk_lock_session_t  *s;
+
+    s = b->session;
+    b->pending--;
+    b->writing = 0;
+
+    if (s->exiting) {
+        return;
+    }
+
+    if (rc == ZOK || rc == ZNODEEXISTS) {
+        b->created = 1;
+        b->generation = s->generation;
+
+        /* the container may go once empty: made again then */
+        b->dir = 0;
+
+        if (b->refs == 0) {
+            /* the last pool left meanwhile: leave() deletes it now */
+            b->refs = 1;
+            ngx_zk_lock_board_leave(b);
+
+        } else if (rc == ZNODEEXISTS) {
+            /* ours, from before a lost connection: its data is old */
+            ngx_zk_lock_board_write(b);
+        }
+
+        return;
+    }
+
+    b->written = 0;
+
+    if (ngx_zk_lock_board_done(b)
+        || rc != ZNONODE || b->dir || b->refs == 0)
+    {
+        return;
+    }
+
+    /* the first report on the path: its container, as a lock's parents */
+
+    b->dir = 1;
+
+    ngx_zk_lock_session_batch(s);
+
+    erc = zoo_acreate(s->zh, (char *) b->path, NGX_ZK_LOCK_MARK,
+                      sizeof(NGX_ZK_LOCK_MARK) - 1, s->acl, ZOO_CONTAINER,
+                      ngx_zk_lock_board_made, b);
+    if (ngx_zk_lock_board_sent(b, erc, "zoo_acreate", b->path)) {
+        b->writing = 1;
+    }
+}
+
+
+static void
+ngx_zk_lock_board_made(int rc, const char *value, const void *data)
+{
+    ngx_zk_lock_board_t  *b = (ngx_zk_lock_board_t *) data;
+
+    b->pending--;
+    b->writing = 0;
+
+    if (b->session->exiting || ngx_zk_lock_board_done(b) || b->refs == 0) {
+        return;
+    }
+
+    if (rc == ZOK || rc == ZNODEEXISTS) {
+        ngx_zk_lock_board_write(b);
+    }
+}
+
+
+static void
+ngx_zk_lock_board_set(int rc, const struct Stat *stat, const void *data)
+{
+    ngx_zk_lock_board_t  *b = (ngx_zk_lock_board_t *) data;
+
+    b->pending--;
+    b->writing = 0;
+
+    if (b->session->exiting || ngx_zk_lock_board_done(b)) {
+        return;
+    }
+
+    if (rc != ZOK) {
+        /* made again at the next post: its session expired, say */
+        b->created = 0;
+        b->written = 0;
+    }
+}
+
+
+static void
+ngx_zk_lock_board_deleted(int rc, const void *data)
+{
+    ngx_zk_lock_board_t  *b = (ngx_zk_lock_board_t *) data;
+
+    b->pending--;
+
+    if (!b->session->exiting) {
+        (void) ngx_zk_lock_board_done(b);
+    }
+}
+
+
+/* a watch fired: on a board's path, or on a report under it */
+
+void
+ngx_zk_lock_board_watch(ngx_zk_lock_session_t *s, int type,
+    const char *path)
+{
+    size_t                len, dir;
+    u_char               *p, *name;
+    ngx_zk_lock_board_t  *b;
+
+    if (ngx_queue_empty(&s->boards)) {
+        return;
+    }
+
+    p = (u_char *) path;
+    len = ngx_strlen(path);
+
+    if (type == ZOO_CHILD_EVENT || type == ZOO_CREATED_EVENT) {
+        /* on "P.fair": a report came or went, or the first one */
+
+        if (len > NGX_ZK_LOCK_BOARD_SUFLEN) {
+            b = ngx_zk_lock_board_find(s, p, len - NGX_ZK_LOCK_BOARD_SUFLEN);
+
+            if (b && ngx_strcmp(b->path, p) == 0) {
+                ngx_zk_lock_board_list(b);
+            }
+        }
+
+        return;
+    }
+
+    /* on "P.fair/<worker>": a claim changed (a deleted one, listed) */
+
+    name = (u_char *) strrchr(path, '/');
+
+    if (type != ZOO_CHANGED_EVENT || name == NULL) {
+        return;
+    }
+
+    dir = name - p;
+    name++;
+
+    if (p + len - name != NGX_ZK_LOCK_OURS_LEN
+        || dir <= NGX_ZK_LOCK_BOARD_SUFLEN)
+    {
+        return;
+    }
+
+    b = ngx_zk_lock_board_find(s, p, dir - NGX_ZK_LOCK_BOARD_SUFLEN);
+
+    if (b && b->refs && ngx_strncmp(b->path, p, dir) == 0
+        && ngx_zk_lock_board_report(b->reports, b->nreports, name))
+    {
+        ngx_zk_lock_board_read(b, name);
+    }
+}
+
+
+/* by the lock's path */
+
+static ngx_zk_lock_board_t *
+ngx_zk_lock_board_find(ngx_zk_lock_session_t *s, u_char *path, size_t len)
+{
+    ngx_queue_t          *q;
+    ngx_zk_lock_board_t  *b;
+
+    for (q = ngx_queue_head(&s->boards);
+         q != ngx_queue_sentinel(&s->boards);
+         q = ngx_queue_next(q))
+    {
+        b = ngx_queue_data(q, ngx_zk_lock_board_t, queue);
+
+        if (b->len == len + NGX_ZK_LOCK_BOARD_SUFLEN
+            && ngx_strncmp(b->path, path, len) == 0
+            && ngx_strcmp(b->path + len, NGX_ZK_LOCK_BOARD_SUFFIX) == 0)
+        {
+            return b;
+        }
+    }
+
+    return NULL;
+}
+
+
+/* a session is connected: lists again; a new one makes our node again */
+
+void
+ngx_zk_lock_boards_connected(ngx_zk_lock_session_t *s)
+{
+    ngx_queue_t          *q;
+    ngx_zk_lock_board_t  *b;
+
+    for (q = ngx_queue_head(&s->boards);
+         q != ngx_queue_sentinel(&s->boards);
+         q = ngx_queue_next(q))
+    {
+        b = ngx_queue_data(q, ngx_zk_lock_board_t, queue);
+
+        if (b->generation != s->generation) {
+            b->created = 0;
+            b->written = 0;
+        }
+
+        ngx_zk_lock_board_list(b);
+    }
+}
+
+
+/* the worker exits: no completion is to come */
+
+void
+ngx_zk_lock_boards_free(ngx_zk_lock_session_t *s)
+{
+    ngx_queue_t  *q;
+
+    while (!ngx_queue_empty(&s->boards)) {
+        q = ngx_queue_head(&s->boards);
+        ngx_queue_remove(q);
+        ngx_zk_lock_board_free(ngx_queue_data(q, ngx_zk_lock_board_t,
+                                              queue));
+    }
+}
+
+
+/* a call was made: a completion is to come, or it failed, said here */
+
+static ngx_uint_t
+ngx_zk_lock_board_sent(ngx_zk_lock_board_t *b, int rc, const char *call,
+    u_char *path)
+{
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &b->session->log, 0,
+                      "%s(\"%s\") failed (%d: %s)",
+                      call, path, rc, zerror(rc));
+        return 0;
+    }
+
+    b->pending++;
+
+    return 1;
+}
+
+
+static void
+ngx_zk_lock_board_free(ngx_zk_lock_board_t *b)
+{
+    if (b->reports) {
+        ngx_free(b->reports);
+    }
+
+    ngx_free(b);
+}
+
+
+static int ngx_libc_cdecl
+ngx_zk_lock_board_cmp(const void *one, const void *two)
+{
+    const ngx_zk_lock_report_t  *a = one, *b = two;
+
+    return ngx_memcmp(a->name, b->name, NGX_ZK_LOCK_OURS_LEN);
+}
