@@ -44,6 +44,12 @@
  * rest goes between the flows that want more.  An instance's flows are
  * its own: a key that comes to two instances is two flows.
  *
+ * fair_max= caps the tickets of a flow that the pool has, waiting or
+ * served; the others wait in their flow, first come first served, and
+ * take no part in the pool (no node queues for them) until one of the
+ * flow's ends.  So a flow never holds more than its cap, and claims no
+ * more than it.
+ *
  * Keys are hashed with a secret that the master draws as it reads the
  * configuration (MD5 of the secret and the key, 63 bits): $zk_lock_flow
  * and the log show the hash, never the key, and the hash of a key tells
@@ -69,6 +75,9 @@ typedef struct {
     uint64_t                      vtime;
     uint64_t                      busy;       /* tickets x ms, in the */
     ngx_msec_t                    since;      /* window, until "since" */
+    ngx_uint_t                    max;        /* fair_max=: admitted, at */
+    ngx_uint_t                    admitted;   /* most; the others wait in */
+    ngx_queue_t                   capped;     /* "capped" */
 } ngx_zk_lock_fair_flow_t;
 
 
@@ -206,11 +215,15 @@ ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair)
 }
 
 
-/* a ticket of the flow is made: NGX_ERROR for want of memory */
+/*
+ * A ticket of the flow is made: NGX_OK, NGX_BUSY if its flow has "max"
+ * tickets in the pool already (it waits in its flow), NGX_ERROR for want
+ * of memory
+ */
 
 ngx_int_t
 ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
-    ngx_zk_lock_flow_t *flow)
+    ngx_zk_lock_flow_t *flow, ngx_uint_t max)
 {
     ngx_zk_lock_fair_flow_t  *f;
 
@@ -230,9 +243,13 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
         f->vtime = fair->vtime;
         f->busy = 0;
         f->since = ngx_current_msec;
+        f->admitted = 0;
+        ngx_queue_init(&f->capped);
 
         ngx_queue_insert_tail(&fair->flows, &f->queue);
     }
+
+    f->max = max;
 
     /* no credit for the time it asked nothing */
     f->vtime = ngx_max(f->vtime, fair->vtime);
@@ -242,6 +259,14 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
 
     ticket->flow = f;
     ticket->fair_charge = 0;
+
+    if (max && f->admitted >= max) {
+        ticket->capped = 1;
+        ngx_queue_insert_tail(&f->capped, &ticket->queue);
+        return NGX_BUSY;
+    }
+
+    f->admitted++;
 
     return NGX_OK;
 }
@@ -332,22 +357,47 @@ ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
 }
 
 
-/* the ticket ends, served or not: its flow pays what it held */
+/*
+ * The ticket ends, served or not: its flow pays what it held.  A ticket
+ * of the flow that waited for its cap (fair_max=) is admitted in its
+ * place: returned, for the pool to take.
+ */
 
-void
+ngx_zk_lock_node_t *
 ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
 {
     uint64_t                  paid;
     ngx_msec_t                held;
+    ngx_queue_t              *q;
+    ngx_zk_lock_node_t       *next;
     ngx_zk_lock_fair_flow_t  *f;
 
     f = ticket->flow;
 
     if (f == NULL) {
-        return;
+        return NULL;
     }
 
     ticket->flow = NULL;
+    next = NULL;
+
+    if (ticket->capped) {
+        ngx_queue_remove(&ticket->queue);
+
+    } else {
+        f->admitted--;
+
+        if (!ngx_queue_empty(&f->capped)
+            && (f->max == 0 || f->admitted < f->max))
+        {
+            q = ngx_queue_head(&f->capped);
+            ngx_queue_remove(q);
+
+            next = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+            next->capped = 0;
+            f->admitted++;
+        }
+    }
 
     if (ticket->fair_charge) {
         held = ngx_current_msec - ticket->fair_start;
@@ -367,6 +417,8 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
         ngx_queue_remove(&f->queue);
         ngx_free(f);
     }
+
+    return next;
 }
 
 
@@ -444,6 +496,12 @@ ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair, ngx_zk_lock_fair_flow_t *f,
 
     part = f->busy * 1000 * NGX_ZK_LOCK_SHARE_FLOW
            / (fair->level * window);
+
+    if (f->max) {
+        /* never more than its cap */
+        whole = ngx_min(whole, (uint64_t) f->max * 1000
+                               * NGX_ZK_LOCK_SHARE_FLOW / fair->level);
+    }
 
     return ngx_min(part, whole);
 }

@@ -60,12 +60,12 @@ ngx_int_t ngx_zk_lock_fair_value(ngx_pool_t *pool, uint64_t id,
     ngx_variable_value_t *v);
 void ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair);
 ngx_int_t ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair,
-    ngx_zk_lock_node_t *ticket, ngx_zk_lock_flow_t *flow);
+    ngx_zk_lock_node_t *ticket, ngx_zk_lock_flow_t *flow, ngx_uint_t max);
 ngx_zk_lock_node_t *ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair,
     ngx_queue_t *tickets);
 void ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
-void ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
+ngx_zk_lock_node_t *ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
 ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
 

@@ -173,6 +173,7 @@ struct ngx_zk_lock_pool_s {
     ngx_event_t                   patience;   /* for leases recalled */
     ngx_event_t                   stall;      /* at its share, see stall() */
     ngx_event_t                   starve;     /* a watcher's wait, doom() */
+    ngx_event_t                   weigh;      /* fair=: see claim() */
     ngx_uint_t                    recalled;   /* lent, recalled, not back */
     ngx_uint_t                    transient;  /* levels from variables */
     ngx_zk_lock_params_t         *tag;        /* its owner's, for reports */
@@ -200,6 +201,12 @@ static ngx_int_t ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s,
 static ngx_zk_lock_node_t *ngx_zk_lock_keep_ticket(
     ngx_zk_lock_pool_t *pool, ngx_zk_lock_notify_pt notify,
     ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
+static ngx_uint_t ngx_zk_lock_keep_fair_max(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_params_t *lp);
+static void ngx_zk_lock_keep_admit(ngx_zk_lock_pool_t *pool,
+    ngx_zk_lock_node_t *ticket, ngx_uint_t tell);
+static ngx_zk_lock_lease_t *ngx_zk_lock_keep_ready(
+    ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool);
 static ngx_uint_t ngx_zk_lock_keep_stall(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_timer(ngx_zk_lock_pool_t *pool,
@@ -250,6 +257,7 @@ static void ngx_zk_lock_keep_watched(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_lease_t *lease, uint32_t watcher);
 static void ngx_zk_lock_keep_starve_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool);
+static void ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 
@@ -292,10 +300,9 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     ngx_zk_lock_notify_pt notify, ngx_zk_lock_notify_pt recall, void *data,
     ngx_log_t *log)
 {
-    ngx_queue_t               *q;
+    ngx_int_t                  rc;
     ngx_zk_lock_pool_t        *pool;
     ngx_zk_lock_node_t        *ticket;
-    ngx_zk_lock_lease_t       *lease;
 
     pool = ngx_zk_lock_keep_pool(s, path, kind, leases, counter, keep,
                                  transient);
@@ -312,7 +319,11 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
         return NULL;
     }
 
-    if (flow && ngx_zk_lock_fair_join(&pool->fair, ticket, flow) != NGX_OK) {
+    rc = flow ? ngx_zk_lock_fair_join(&pool->fair, ticket, flow,
+                                      ngx_zk_lock_keep_fair_max(pool, tag))
+              : NGX_OK;
+
+    if (rc == NGX_ERROR) {
         ngx_free(ticket);
         pool->ntickets--;
         ngx_zk_lock_keep_gc(pool);
@@ -322,38 +333,61 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     if (flow && pool->board == NULL) {
         /* none: the instance is one flow to the others */
         pool->board = ngx_zk_lock_board(s, path);
+
+        if (pool->board) {
+            ngx_add_timer(&pool->weigh, NGX_ZK_LOCK_KEEP_QUANTUM);
+        }
     }
 
-    /*
-     * The idle leases come first, the one idle last at the head: it is
-     * taken, and the others are let go after "keep".  A read lock's lease
-     * takes any number of riders.
-     */
+    if (rc == NGX_OK) {
+        /* else it waits for its flow's cap, see fair_leave() */
+        ngx_zk_lock_keep_admit(pool, ticket, 0);
+    }
 
-    for (q = ngx_queue_head(&pool->leases);
-         q != ngx_queue_sentinel(&pool->leases);
-         q = ngx_queue_next(q))
-    {
-        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
+    return ticket;
+}
 
-        if (pool->kind == NGX_ZK_LOCK_READ) {
 
-            if (ngx_zk_lock_keep_boards(lease)) {
-                ngx_zk_lock_keep_grant(lease, ticket, 1);
-                return ticket;
-            }
+/* fair_max=: a number of leases, or a part of the count */
 
-            continue;
+static ngx_uint_t
+ngx_zk_lock_keep_fair_max(ngx_zk_lock_pool_t *pool, ngx_zk_lock_params_t *lp)
+{
+    ngx_uint_t  leases;
+
+    if (lp == NULL || lp->fair_max_pct == 0) {
+        return lp ? lp->fair_max : 0;
+    }
+
+    leases = (pool->counter && pool->counter->value)
+             ? pool->counter->value : pool->leases_n;
+
+    return ngx_max(leases * lp->fair_max_pct / 100, 1);
+}
+
+
+/*
+ * A ticket takes its place in the pool: an idle lease, or it waits.  Its
+ * owner is told of a lease granted unless it asks now ("tell" 0: it sees
+ * the ticket HELD).
+ */
+
+static void
+ngx_zk_lock_keep_admit(ngx_zk_lock_pool_t *pool, ngx_zk_lock_node_t *ticket,
+    ngx_uint_t tell)
+{
+    ngx_zk_lock_lease_t  *lease;
+
+    lease = ngx_zk_lock_keep_ready(pool);
+
+    if (lease) {
+        ngx_zk_lock_keep_grant(lease, ticket, 1);
+
+        if (tell) {
+            ngx_zk_lock_keep_tell(ticket);
         }
 
-        if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
-            break;
-        }
-
-        if (lease->node->state == NGX_ZK_LOCK_HELD) {
-            ngx_zk_lock_keep_grant(lease, ticket, 1);
-            return ticket;
-        }
+        return;
     }
 
     ngx_queue_insert_tail(&pool->tickets, &ticket->queue);
@@ -372,8 +406,46 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     }
 
     ngx_zk_lock_keep_refill(pool);
+}
 
-    return ticket;
+
+/*
+ * A lease that can take a request now: the idle leases come first, the
+ * one idle last at the head (it is taken, and the others are let go after
+ * "keep"); a read lock's lease takes any number of riders
+ */
+
+static ngx_zk_lock_lease_t *
+ngx_zk_lock_keep_ready(ngx_zk_lock_pool_t *pool)
+{
+    ngx_queue_t          *q;
+    ngx_zk_lock_lease_t  *lease;
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases);
+         q = ngx_queue_next(q))
+    {
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
+
+        if (pool->kind == NGX_ZK_LOCK_READ) {
+
+            if (ngx_zk_lock_keep_boards(lease)) {
+                return lease;
+            }
+
+            continue;
+        }
+
+        if (lease->state != NGX_ZK_LOCK_KEEP_IDLE) {
+            return NULL;
+        }
+
+        if (lease->node->state == NGX_ZK_LOCK_HELD) {
+            return lease;
+        }
+    }
+
+    return NULL;
 }
 
 
@@ -426,6 +498,8 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
                            ngx_zk_lock_keep_refill_handler, &s->log);
     ngx_zk_lock_keep_timer(pool, &pool->starve,
                            ngx_zk_lock_keep_starve_handler, &s->log);
+    ngx_zk_lock_keep_timer(pool, &pool->weigh,
+                           ngx_zk_lock_keep_weigh_handler, &s->log);
 
     /* the lock is made, or found, by the pool's first node */
 
@@ -658,15 +732,16 @@ ngx_zk_lock_keep_timer(ngx_zk_lock_pool_t *pool, ngx_event_t *ev,
 static void
 ngx_zk_lock_keep_timers_stop(ngx_zk_lock_pool_t *pool)
 {
-    ngx_event_t  *ev[4];
+    ngx_event_t  *ev[5];
     ngx_uint_t    i;
 
     ev[0] = &pool->linger;
     ev[1] = &pool->patience;
     ev[2] = &pool->stall;
     ev[3] = &pool->starve;
+    ev[4] = &pool->weigh;
 
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 5; i++) {
         if (ev[i]->timer_set) {
             ngx_del_timer(ev[i]);
         }
@@ -1406,7 +1481,9 @@ ngx_zk_lock_keep_linger_handler(ngx_event_t *ev)
 static void
 ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
 {
+    ngx_uint_t            capped;
     ngx_zk_lock_pool_t   *pool;
+    ngx_zk_lock_node_t   *next;
     ngx_zk_lock_lease_t  *lease;
 
     pool = ticket->lock->pool;
@@ -1416,11 +1493,17 @@ ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
     }
 
     /* its flow pays before the lease serves the next */
-    ngx_zk_lock_fair_leave(&pool->fair, ticket);
+    capped = ticket->capped;
+    next = ngx_zk_lock_fair_leave(&pool->fair, ticket);
 
     switch (ticket->state) {
 
     case NGX_ZK_LOCK_PARKED:
+        if (capped) {
+            /* it waited in its flow, not in the pool: see fair_leave() */
+            break;
+        }
+
         ngx_queue_remove(&ticket->queue);
         pool->lock->tickets--;
 
@@ -1452,6 +1535,11 @@ ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket)
 
     default: /* FAILED */
         break;
+    }
+
+    if (next) {
+        /* one more of the flow within its cap */
+        ngx_zk_lock_keep_admit(pool, next, 1);
     }
 
     ngx_free(ticket);
@@ -1620,6 +1708,30 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 
     ngx_zk_lock_board_post(pool->board,
                            ngx_zk_lock_fair_claim(&pool->fair));
+}
+
+
+/*
+ * The claims are weighed, and ours told, at a listing of the path; while
+ * it is contended, one a quantum at least.  Shares that hold still (each
+ * at its level, nobody short) move no node and so list nothing, and a
+ * claim made after the last change would wait for the next one: two
+ * nginx split 4 leases 2 and 2 for a whole run, the quiet tenants of one
+ * at 65% of their rate.
+ */
+
+static void
+ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
+{
+    ngx_zk_lock_pool_t  *pool;
+
+    pool = ev->data;
+
+    if (pool->lock->tickets || pool->share.others) {
+        ngx_zk_lock_path_relist(pool->lock);
+    }
+
+    ngx_add_timer(ev, NGX_ZK_LOCK_KEEP_QUANTUM);
 }
 
 

@@ -44,6 +44,8 @@ static char *ngx_zk_lock_params_weight(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static char *ngx_zk_lock_params_fair(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_fair_max(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static char *ngx_zk_lock_params_fair_combined(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp);
 static ngx_int_t ngx_zk_lock_params_choice(ngx_conf_t *cf,
@@ -313,7 +315,8 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
     /* flows served fairly from the kept leases: see ngx_zk_lock_fair.c */
 
     if (ngx_strncmp(value->data, "fair=", 5) == 0
-        || ngx_strncmp(value->data, "fair_weight=", 12) == 0)
+        || ngx_strncmp(value->data, "fair_weight=", 12) == 0
+        || ngx_strncmp(value->data, "fair_max=", 9) == 0)
     {
         return ngx_zk_lock_params_fair(cf, lp, value);
     }
@@ -527,7 +530,8 @@ ngx_zk_lock_params_weight(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
 /*
  * fair=<key>: a flow's key, a variable's value for each request, hashed
  * (see ngx_zk_lock_fair.c; the layer compiles it); fair_weight=<n> from 1
- * to 1000, or a variable's, checked for each request
+ * to 1000, or a variable's, checked for each request; fair_max=<n> or
+ * <n>%: the leases a flow may hold at once
  */
 
 static char *
@@ -565,6 +569,10 @@ ngx_zk_lock_params_fair(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
         return NGX_CONF_OK;
     }
 
+    if (value->data[5] == 'm') {
+        return ngx_zk_lock_params_fair_max(cf, lp, value);
+    }
+
     v.data = value->data + 12;
     v.len = value->len - 12;
 
@@ -588,6 +596,49 @@ ngx_zk_lock_params_fair(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
 }
 
 
+/* fair_max=<n>: 1 to the most leases; <n>%: 1% to 100% of the count */
+
+static char *
+ngx_zk_lock_params_fair_max(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
+    ngx_str_t *value)
+{
+    ngx_int_t   n;
+    ngx_str_t   v;
+    ngx_uint_t  pct;
+
+    v.data = value->data + 9;
+    v.len = value->len - 9;
+
+    pct = (v.len > 1 && v.data[v.len - 1] == '%');
+
+    n = ngx_atoi(v.data, v.len - pct);
+
+    if (n < 1 || (ngx_uint_t) n > (pct ? 100 : NGX_ZK_LOCK_MAX_LEASES)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid fair_max \"%V\": the leases a flow may "
+                           "hold at once, a number or 1%% to 100%% of the "
+                           "count, expected", value);
+        return NGX_CONF_ERROR;
+    }
+
+    if (lp->type == NGX_ZK_LOCK_MUTEX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"fair_max\" is for \"zk_semaphore\": a "
+                           "mutex has one lease");
+        return NGX_CONF_ERROR;
+    }
+
+    if (pct) {
+        lp->fair_max_pct = n;
+
+    } else {
+        lp->fair_max = n;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 static char *
 ngx_zk_lock_params_fair_combined(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
 {
@@ -596,6 +647,12 @@ ngx_zk_lock_params_fair_combined(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
         if (lp->fair_weight || lp->fair_weight_var.len) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"fair_weight\" is only for \"fair\"");
+            return NGX_CONF_ERROR;
+        }
+
+        if (lp->fair_max || lp->fair_max_pct) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"fair_max\" is only for \"fair\"");
             return NGX_CONF_ERROR;
         }
 

@@ -61,6 +61,8 @@ struct ngx_zk_lock_params_s {
     ngx_str_t                     fair;       /* fair=: the flow's key */
     ngx_uint_t                    fair_weight; /* 0: not set */
     ngx_str_t                     fair_weight_var;
+    ngx_uint_t                    fair_max;   /* a flow's leases; 0: any */
+    ngx_uint_t                    fair_max_pct; /* ... or this % of them */
 
     ngx_zk_lock_report_pt         report;     /* the layer's metrics */
 };

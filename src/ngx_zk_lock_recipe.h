@@ -149,6 +149,7 @@ struct ngx_zk_lock_node_s {
     unsigned                      recalled:1; /* a lent ticket, wanted back */
     unsigned                      spent:1;    /* lent, and idle for keep */
     unsigned                      declined:1; /* asked, no broker took it */
+    unsigned                      capped:1;   /* its flow at fair_max */
 
     u_char                        uuid[NGX_ZK_LOCK_UUID_LEN];
     size_t                        name_len;

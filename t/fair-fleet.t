@@ -23,7 +23,14 @@
 #         worker 0 keeps the leases), named as the workers' lock nodes,
 #         whose data is a number (no key); nginx 0's claim is at least
 #         twice nginx 1's (six flows against one)
-#  C. once the load is over and the kept leases expired, no ephemeral node
+#  C. through a worker kill: as B, and 4 s in, nginx 0's worker 0 (which
+#     keeps its leases and wrote its claim) is killed (SIGKILL); its
+#     session's nodes stay until it expires (zk_session_timeout 3s), and
+#     the new worker 0 starts from no lease and no claim.  From 6 s after
+#     the kill, over 8 s: the quiet tenants at least 75% of their rate
+#     alone; never more than 4 at the backend over the whole run; the
+#     board has a node per instance again, not the killed worker's
+#  D. once the load is over and the kept leases expired, no ephemeral node
 #     is left under the path nor its board
 #  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
 #  harness at done_testing)
@@ -55,6 +62,7 @@ my $be = backend_start();
 
 my $conf = <<"EOF";
     zk_hosts %%ZK%%;
+    zk_session_timeout 3s;
     server {
         listen 127.0.0.1:%%PORT%%;
         access_log off;
@@ -73,9 +81,10 @@ sub uri { "/ff?key=$KEY&sleep=$CALL_MS&rec=1&tenant=$_[0]&id=$_[0]" }
 
 sub tenant_of { return $_[0] =~ /[?&]tenant=([^&]+)/ ? $1 : '?' }
 
-# one phase: [requests], [calls], peak, and what the board showed midway
+# one phase: [requests], [calls], peak, and what the board showed midway;
+# $kill: the pid to kill 4 s after the load starts
 sub phase {
-    my ($noisy, $warmup) = @_;
+    my ($noisy, $warmup, $kill) = @_;
     $be->reset;
     my $dir = $ng[0]->prefix;
     my ($spec, $out, $seen) = map { "$dir/$_.$$" } qw(load.json load.out
@@ -94,6 +103,16 @@ sub phase {
         clients => \@clients });
     close $fh;
 
+    my $killer;
+    if ($kill) {
+        $killer = fork // die "fork: $!";
+        if ($killer == 0) {
+            sleep $w0 - $warmup + 4 - time;
+            kill 'KILL', $kill;
+            POSIX::_exit(0);
+        }
+    }
+
     # the board, read by an independent client in the middle of the window
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
@@ -109,7 +128,7 @@ sub phase {
 
     my $r = run_cmd([$ZkLock::Test::PYTHON, 't/lib/load.py', '--spec',
         $spec, '--out', $out], timeout => $warmup + $WINDOW + 120);
-    waitpid $pid, 0;
+    waitpid $_, 0 for grep { defined } $pid, $killer;
     $r->{rc} == 0 or die "load.py: $r->{err}";
 
     return { reqs => JSON::PP->new->decode(slurp($out)),
@@ -185,8 +204,30 @@ my @claims = sort { $a <=> $b } grep { defined && /^\d+$/ } values %board;
 ok(@claims == 2 && $claims[1] >= 2 * $claims[0],
     "B: nginx 0's claim is at least twice nginx 1's (@claims)");
 
+# C: the worker that keeps nginx 0's leases, the first forked, killed
+sleep 2;
+my ($victim) = sort { $a <=> $b } $ng[0]->worker_pids;
+my $C = phase(1, 4 + 6, $victim);
+$ng[0]->expect_log(
+    qr/\[alert\] \d+#\d+: worker process $victim exited on signal 9$/);
+my $tc = tally($C);
+my $after = 0;
+$after += ($tc->{$_}{served} // 0) for @quiet;
+my ($killed) = grep { $board{$_} eq $claims[-1] } keys %board;
+diag(sprintf "C: quiet %d served against %d alone (%.0f%%); peak %d; "
+    . "board %s", $after, $alone, 100 * $after / ($alone || 1), $C->{peak},
+    JSON::PP->new->canonical->encode($C->{board}));
+cmp_ok($after, '>=', 0.75 * $alone,
+    'C: from 6 s after the kill, the quiet tenants at least 75% of their '
+    . 'rate alone');
+cmp_ok($C->{peak}, '<=', $LEASES, "C: never more than $LEASES at the "
+    . "backend, through the kill ($C->{peak})");
+is(scalar keys %{ $C->{board} }, 2, 'C: the board has a node per instance');
+ok($killed && !exists $C->{board}{$killed},
+    "C: the killed worker's node went with its session");
+
 ok(wait_for(sub { !zk_ephemerals($zk, '/t') }, 15, 0.2),
-    'C: no ephemeral node left under the path or its board')
+    'D: no ephemeral node left under the path or its board')
     or diag(join ' ', zk_ephemerals($zk, '/t'));
 
 $_->stop for @ng;

@@ -1,10 +1,13 @@
 #!/usr/bin/perl
-# fair=<key> fair_weight=<n|$var> on kept leases (issue 39, first step:
-# weighted fair queuing between the flows of one instance's requests).
+# fair=<key> fair_weight=<n|$var> fair_max=<n|n%> on kept leases (issue
+# 39: weighted fair queuing between the flows of one instance's requests;
+# across the fleet, t/fair-fleet.t).
 #
 #  1. nginx -t: fair= without keep=, on zk_rwlock, with weight=, empty;
-#     fair_weight=0, =1001, without fair=: each fails naming the problem;
-#     valid uses pass (zk_semaphore, zk_mutex, fair_weight from a variable)
+#     fair_weight=0, =1001, without fair=; fair_max=0, =101%, =x, without
+#     fair=, on zk_mutex: each fails naming the problem; valid uses pass
+#     (zk_semaphore, zk_mutex, fair_weight from a variable, fair_max=2,
+#     fair_max=25%)
 #  2. a quiet flow is not behind a noisy one's backlog (1 worker,
 #     leases=2): 12 requests of one tenant queue, then one of another;
 #     with fair= the quiet one starts at the backend before at least 6 of
@@ -16,6 +19,9 @@
 #  4. weights (fair_weight=$arg_w): two tenants, 3 and 1, each with 12
 #     requests queued in turns on one lease: of the first 12 served, the
 #     heavier tenant has at least 8, the lighter at least 2
+#  4b. fair_max=50% on 4 leases (2 workers): 8 requests of one tenant
+#     at once run 2 at a time (never more at the backend, though 4 leases
+#     are free); beside another tenant's, the two take the 4 leases
 #  5. a bad fair_weight from a variable: 400, and no node made
 #  6. the key stays in nginx: $zk_lock_flow is 16 hex digits, one per
 #     tenant, the same for each of its requests; neither the error log (at
@@ -106,6 +112,16 @@ subtest 'nginx -t names what is wrong' => sub {
           qr/"fair_weight" is only for "fair"/ ],
         [ 'zk_semaphore /a leases=2 keep=1s fair=$arg_t fair=$arg_u;',
           qr/"fair" parameter is duplicate/ ],
+        [ 'zk_semaphore /a leases=4 keep=1s fair=$arg_t fair_max=0;',
+          qr/invalid fair_max "fair_max=0": the leases a flow may hold/ ],
+        [ 'zk_semaphore /a leases=4 keep=1s fair=$arg_t fair_max=101%;',
+          qr/invalid fair_max "fair_max=101%"/ ],
+        [ 'zk_semaphore /a leases=4 keep=1s fair=$arg_t fair_max=x;',
+          qr/invalid fair_max "fair_max=x"/ ],
+        [ 'zk_semaphore /a leases=4 keep=1s fair_max=2;',
+          qr/"fair_max" is only for "fair"/ ],
+        [ 'zk_mutex /a keep=1s fair=$arg_t fair_max=1;',
+          qr/"fair_max" is for "zk_semaphore": a mutex has one lease/ ],
     );
     for my $b (@bad) {
         my ($rc, $out) = nginx_test_conf(<<"EOF");
@@ -124,6 +140,12 @@ EOF
             zk_semaphore /w leases=2 keep=1s fair=$arg_t fair_weight=$arg_w;
         }
         location /m { zk_mutex /m keep=1s fair=$remote_addr fair_weight=5; }
+        location /x {
+            zk_semaphore /x leases=8 keep=1s fair=$arg_t fair_max=2;
+        }
+        location /p {
+            zk_semaphore /p leases=8 keep=1s fair=$arg_t fair_max=25%;
+        }
     }
 EOF
     is($rc, 0, 'valid uses pass') or diag $out;
@@ -215,6 +237,43 @@ subtest 'weights' => sub {
     cmp_ok($heavy, '>=', 8, "fair_weight 3: $heavy of the first 12");
     cmp_ok($light, '>=', 2, "fair_weight 1: $light of the first 12");
     $ng->stop;
+};
+
+# fair_max=: a flow never holds more than its cap, even with leases idle;
+# another flow takes the rest
+subtest 'fair_max' => sub {
+    my $ng = nginx_start(conf(<<'EOF'), zk => $zk, backend => $be,
+        location /capped {
+            zk_semaphore /t/capped leases=4 keep=5s timeout=20s
+                         fair=$http_x_tenant fair_max=50%;
+            proxy_pass http://%%BACKEND%%;
+        }
+EOF
+        workers => 2);
+    wait_for(sub { $ng->get('/fifo?key=warm5')->{status} == 200 }, 15)
+        or BAIL_OUT('nginx never served');
+    my $t0 = time;
+    my $res = http_parallel([ map { [ $ng->port,
+        "/capped?key=cap-a&sleep=400", tenant('a') ] } 1 .. 8 ],
+        timeout => 30);
+    my $took = time - $t0;
+    is(scalar(grep { $_->{status} == 200 } @$res), 8, 'every request 200');
+    is($be->stats('cap-a')->{max}, 2, 'fair_max=50% of 4: 2 at once, '
+       . 'never more, though 4 leases are free');
+    cmp_ok($took, '>=', 1.4, sprintf('8 requests of 400 ms, 2 at a time '
+       . '(%.1f s)', $took));
+
+    # the other flow takes the other two, beside it
+    $res = http_parallel([ (map { [ $ng->port,
+        "/capped?key=cap-ab&sleep=400&id=a$_", tenant('a') ] } 1 .. 6),
+        (map { [ $ng->port, "/capped?key=cap-ab&sleep=400&id=b$_",
+        tenant('b') ] } 1 .. 6) ], timeout => 30);
+    is(scalar(grep { $_->{status} == 200 } @$res), 12, 'two flows: every '
+       . 'request 200');
+    is($be->stats('cap-ab')->{max}, 4, 'the two flows use the 4 leases');
+    $ng->stop;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/t/capped') }, 10),
+       'no node left');
 };
 
 subtest 'a bad fair_weight from a variable: 400, no node' => sub {

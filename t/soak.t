@@ -30,9 +30,11 @@
 #   s2   zk_semaphore leases=2 protocol=v2           (abort)
 #   dry  zk_semaphore leases=1, zk_lock_dry_run on
 #   st   a stream server: zk_semaphore leases=2 keep=1s
-#   sf   zk_semaphore leases=2 keep=3s fair=$arg_t fair_weight=$fw: 5
-#        flows of weights 1 to 3 (a flow's requests asked of worker 0
-#        every time, their flows counted while they wait and run)
+#   sf   zk_semaphore leases=2 keep=3s fair=$arg_t fair_weight=$fw
+#        fair_max=1: 5 flows of weights 1 to 3 (a flow's requests asked of
+#        worker 0 every time, their flows counted while they wait and run,
+#        one lease a flow at most: the others wait in their flow), the
+#        instances' claims in /soak/sf.fair
 #
 # The clients: SOAK_CLIENTS (10) processes, each seeded with seed + i,
 # each choosing per request an instance, a lock, an upstream time and a
@@ -198,7 +200,7 @@ my @LOCKS = (
       dir => 'zk_semaphore /soak/dry leases=1' },
     { name => 'sf',  kind => 'sem', cap => 2,
       dir => 'zk_semaphore /soak/sf leases=2 keep=3s fair=$arg_t '
-             . 'fair_weight=$arg_fw' },
+             . 'fair_weight=$arg_fw fair_max=1' },
 );
 my %LOCK = map { $_->{name} => $_ } @LOCKS;
 for my $l (@LOCKS) {
