@@ -7,7 +7,7 @@
 #   perl t/bench/fair.pl [--seconds 10] [--scenarios spread,onebox]
 #                        [--extra 'fair=$arg_tenant'] [--leases 16]
 #                        [--noisy 200] [--quiet 9] [--rate 10]
-#                        [--warmup 2]
+#                        [--warmup 2] [--arrival]
 #
 # One ZooKeeper, one backend (t/lib/backend.py, 50 ms a call), 4 nginx x
 # 2 workers, each with
@@ -56,6 +56,11 @@
 # tenants offered less than --rate).  For B, each quiet tenant's p99
 # against its own p99 in A.
 #
+# --arrival: in B, the noisy tenant starts alone, --warmup s before the
+# quiet ones, which start with the window; then, per quantum (600 ms)
+# from their start, the quiet tenants' seat-seconds at the backend over
+# what they offered (1.00: all they ask), the first 10 quanta.
+#
 # The summary, one row per scenario: the quiet tenants' rate and pooled
 # p99 in A and B, the worst quiet tenant's p99 in B, the noisy tenant's
 # rate and its share of the capacity (seat-s / capacity) against its
@@ -86,7 +91,9 @@ my $leases = 16;
 my $noisy = 200;
 my $quiet = 9;
 my $rate = 10;
-GetOptions('seconds=i' => \$seconds, 'warmup=f' => \$warmup,
+my $arrival = 0;
+my $QUANTUM = 0.6;
+GetOptions('arrival' => \$arrival, 'seconds=i' => \$seconds, 'warmup=f' => \$warmup,
     'scenarios=s' => \$scenarios, 'extra=s' => \$extra,
     'leases=i' => \$leases, 'noisy=i' => \$noisy, 'quiet=i' => \$quiet,
     'rate=f' => \$rate) or exit 2;
@@ -192,9 +199,11 @@ sub phase {
     unlink $out;
     my $uri = sub { "/fair?key=$key&sleep=$CALL_MS&rec=1&tenant=$_[0]"
         . "&id=$_[0]" };
+    my $late = $arrival && $noisy_on ? $warmup : 0;
     my @clients = map { { port => $ng[ $place->($_) ]->port,
         uri => $uri->("q$_"), rate => $rate,
-        offset => $_ / ($quiet * $rate), timeout => 60 } } 0 .. $quiet - 1;
+        offset => $late + $_ / ($quiet * $rate), timeout => 60 } }
+        0 .. $quiet - 1;
     push @clients, map { { port => $ng[ $_ % $INSTANCES ]->port,
         uri => $uri->('noisy'), gap => 0, timeout => 60 } } 0 .. $noisy - 1
         if $noisy_on;
@@ -243,6 +252,23 @@ sub phase {
         my $hi = $end < $w1 ? $end : $w1;
         $s->{seat} += ($hi - $lo) * $w if $hi > $lo;
     }
+    # per quantum from the quiet tenants' start: their seat-s over demand
+    my @arr;
+    if ($late) {
+        for my $k (0 .. 9) {
+            my ($lo, $hi, $used) = ($w0 + $k * $QUANTUM,
+                $w0 + ($k + 1) * $QUANTUM, 0);
+            for my $c (@$calls) {
+                my ($start, $end, $w, $id) = @$c;
+                next if $id eq 'noisy';
+                $end //= $w1;
+                my $a = $start > $lo ? $start : $lo;
+                my $b = $end < $hi ? $end : $hi;
+                $used += ($b - $a) * $w if $b > $a;
+            }
+            push @arr, $used / ($quiet * $rate * $CALL_MS / 1000 * $QUANTUM);
+        }
+    }
     my $cap = $leases * $seconds;
     my %fair = maxmin($cap, map { $_ => $_ eq 'noisy' ? $INF
         : $rate * $CALL_MS / 1000 * $seconds } @tenants);
@@ -264,6 +290,7 @@ sub phase {
     $qrate += $t{$_}{rate} for grep { $_ ne 'noisy' } @tenants;
     $used += $t{$_}{seat} for @tenants;
     return { name => $name, tenants => \@tenants, t => \%t, peak => $peak,
+        arrival => \@arr,
         writes => $ok ? ($z1 - $z0) / $ok : 0, ok => $ok,
         jain => jain(map { $t{$_}{x} } @tenants), cap => $cap,
         xmin => (sort { $a <=> $b } map { $t{$_}{x} } @tenants)[0],
@@ -319,6 +346,10 @@ for my $sc (@scenarios) {
     my $A = phase($sc, 'A', 0);
     my $B = phase($sc, 'B', 1);
     show($A, $A, $B);
+    printf "arrival: the quiet tenants' seat-s over their demand, per "
+        . "quantum from their start: %s\n",
+        join(' ', map { sprintf '%.2f', $_ } @{ $B->{arrival} })
+        if $arrival;
     $exceeded++ for grep { $_->{peak} > $leases } $A, $B;
     push @summary, [ $sc, $A, $B ];
 }
