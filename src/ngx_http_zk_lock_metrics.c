@@ -256,6 +256,8 @@ ngx_http_zk_lock_metrics_worker(void)
         g->held = 0;
         g->waiting = 0;
         g->kept = 0;
+        g->flows = 0;
+        g->claim = 0;
     }
 }
 
@@ -357,6 +359,29 @@ ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp, ngx_int_t idle,
         (void) ngx_atomic_fetch_add(&st->total[NGX_HTTP_ZK_LOCK_EV_GIVEN_BACK],
                                     given_back);
     }
+}
+
+
+/* fair=: the flows of the worker's pool, and its instance's claim */
+
+void
+ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
+    ngx_uint_t claim)
+{
+    ngx_http_zk_lock_spec_t  *spec = (ngx_http_zk_lock_spec_t *) lp;
+
+    ngx_http_zk_lock_shm_t     *shm;
+    ngx_http_zk_lock_gauges_t  *g;
+
+    shm = ngx_http_zk_lock_counts.shm;
+
+    if (shm == NULL) {
+        return;
+    }
+
+    g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
+    g->flows = flows;
+    g->claim = claim;
 }
 
 
@@ -570,10 +595,27 @@ ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_counts_t *c, ngx_uint_t i,
     n = 0;
 
     for (k = 0; k < c->shm->nslots; k++) {
-        n += (ngx_atomic_int_t) (which == NGX_HTTP_ZK_LOCK_KEPT_GAUGE
-                                 ? g[k].kept
-                                 : which == NGX_HTTP_ZK_LOCK_WAITING_GAUGE
-                                 ? g[k].waiting : g[k].held);
+        switch (which) {
+
+        case NGX_HTTP_ZK_LOCK_WAITING_GAUGE:
+            n += (ngx_atomic_int_t) g[k].waiting;
+            break;
+
+        case NGX_HTTP_ZK_LOCK_KEPT_GAUGE:
+            n += (ngx_atomic_int_t) g[k].kept;
+            break;
+
+        case NGX_HTTP_ZK_LOCK_FLOWS_GAUGE:
+            n += (ngx_atomic_int_t) g[k].flows;
+            break;
+
+        case NGX_HTTP_ZK_LOCK_CLAIM_GAUGE:
+            n += (ngx_atomic_int_t) g[k].claim;
+            break;
+
+        default: /* HELD */
+            n += (ngx_atomic_int_t) g[k].held;
+        }
     }
 
     return n > 0 ? n : 0;

@@ -52,12 +52,16 @@ typedef struct {
     ngx_atomic_t                  held;
     ngx_atomic_t                  waiting;
     ngx_atomic_t                  kept;       /* idle, see keep.c */
+    ngx_atomic_t                  flows;      /* fair=, see fair.c */
+    ngx_atomic_t                  claim;      /* ... in thousandths */
 } ngx_http_zk_lock_gauges_t;
 
 
 #define NGX_HTTP_ZK_LOCK_HELD_GAUGE     0
 #define NGX_HTTP_ZK_LOCK_WAITING_GAUGE  1
 #define NGX_HTTP_ZK_LOCK_KEPT_GAUGE     2
+#define NGX_HTTP_ZK_LOCK_FLOWS_GAUGE    3
+#define NGX_HTTP_ZK_LOCK_CLAIM_GAUGE    4
 
 
 /* in the zone: the slots, the entries, then the gauges [entry][slot] */
@@ -97,6 +101,8 @@ void ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
     ngx_http_zk_lock_event_e event, ngx_msec_t waited);
 void ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp,
     ngx_int_t idle, ngx_uint_t given_back);
+void ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp,
+    ngx_uint_t flows, ngx_uint_t claim);
 void ngx_http_zk_lock_metrics_session(ngx_zk_lock_session_t *s);
 void ngx_http_zk_lock_metrics_leases(u_char *path, ngx_uint_t value);
 void ngx_http_zk_lock_metrics_timeouts(ngx_conf_t *cf,

@@ -520,6 +520,7 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
     spec->lock.report = ngx_http_zk_lock_metrics_keep;
+    spec->lock.fair_report = ngx_http_zk_lock_metrics_fair;
     spec->weight_cv = NULL;
     spec->fair_cv = NULL;
     spec->fair_weight_cv = NULL;
@@ -665,7 +666,11 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         metric->type = spec->lock.type;
         metric->leases = spec->lock.leases;
         metric->counter = spec->lock.counter;
+        metric->fair = 0;
     }
+
+    metric = lmcf->metrics->elts;
+    metric[i].fair |= (spec->lock.fair.len != 0);
 
     if (ngx_zk_lock_params_number(cf, &lmcf->specs, spec,
                                   sizeof(ngx_http_zk_lock_spec_t))

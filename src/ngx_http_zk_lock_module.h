@@ -127,6 +127,7 @@ typedef struct {
     ngx_uint_t                    leases;     /* as configured, or default */
     ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_uint_t                    local;      /* its index in local leases */
+    unsigned                      fair:1;     /* a directive with fair= */
 } ngx_http_zk_lock_metric_t;
 
 

@@ -67,6 +67,8 @@ static u_char *ngx_http_zk_lock_status_prom_gauges(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c, ngx_uint_t which);
 static u_char *ngx_http_zk_lock_status_prom_leases(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
+static u_char *ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_counts_t *c);
 static u_char *ngx_http_zk_lock_status_prom_kept(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
 static u_char *ngx_http_zk_lock_status_prom_requests(
@@ -456,6 +458,7 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
     ngx_http_zk_lock_counts_t *c)
 {
     ngx_uint_t                     i, j;
+    ngx_atomic_int_t               claim;
     ngx_http_zk_lock_stat_t       *st;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
@@ -490,6 +493,16 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
         if (m[i].type != NGX_HTTP_ZK_LOCK_RWLOCK_READ) {
             p = ngx_sprintf(p, ",\"leases\":%ui",
                             ngx_http_zk_lock_metrics_leases_of(c, i));
+        }
+
+        if (m[i].fair) {
+            claim = ngx_http_zk_lock_metrics_gauge(c, i,
+                                              NGX_HTTP_ZK_LOCK_CLAIM_GAUGE);
+            p = ngx_sprintf(p, ",\"fair\":{\"flows\":%A,"
+                            "\"claim\":%A.%03A}",
+                            ngx_http_zk_lock_metrics_gauge(c, i,
+                                              NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
+                            claim / 1000, claim % 1000);
         }
 
         p = ngx_sprintf(p, ",\"held\":%A,\"waiting\":%A,"
@@ -592,6 +605,11 @@ ngx_http_zk_lock_status_prometheus(ngx_http_zk_lock_out_t *o, u_char *p,
     }
 
     p = ngx_http_zk_lock_status_prom_kept(o, p, c);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    p = ngx_http_zk_lock_status_prom_fair(o, p, c);
     if (p == NULL) {
         return NULL;
     }
@@ -726,6 +744,63 @@ ngx_http_zk_lock_status_prom_gauges(ngx_http_zk_lock_out_t *o, u_char *p,
                            ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
                                                   &ngx_http_zk_lock_stream),
                            gauges[which].metric, which);
+}
+
+
+/* fair=: the flows an instance's pool serves, and the instance's claim */
+
+static u_char *
+ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_counts_t *c)
+{
+    ngx_uint_t                  i, k;
+    ngx_atomic_int_t            n;
+    ngx_http_zk_lock_metric_t  *m;
+
+    static struct {
+        char                 *metric;
+        char                 *help;
+        ngx_uint_t            which;
+    } gauges[] = {
+        { "zk_lock_fair_flows",
+          "Flows (fair=) with a request waiting or running in the pool.",
+          NGX_HTTP_ZK_LOCK_FLOWS_GAUGE },
+        { "zk_lock_fair_claim",
+          "The instance's claim on the path's leases, in flows (fair=).",
+          NGX_HTTP_ZK_LOCK_CLAIM_GAUGE }
+    };
+
+    m = c->names->elts;
+
+    for (k = 0; k < 2; k++) {
+        p = ngx_http_zk_lock_status_room(o, p, 512);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s gauge\n",
+                        gauges[k].metric, gauges[k].help, gauges[k].metric);
+
+        for (i = 0; i < c->names->nelts; i++) {
+            if (!m[i].fair) {
+                continue;
+            }
+
+            p = ngx_http_zk_lock_status_room(o, p,
+                                             NGX_HTTP_ZK_LOCK_LINE(&m[i]));
+            if (p == NULL) {
+                return NULL;
+            }
+
+            n = ngx_http_zk_lock_metrics_gauge(c, i, gauges[k].which);
+
+            p = ngx_http_zk_lock_status_series(p, gauges[k].metric, &m[i]);
+            p = (k == 0) ? ngx_sprintf(p, "} %A\n", n)
+                         : ngx_sprintf(p, "} %A.%03A\n", n / 1000, n % 1000);
+        }
+    }
+
+    return p;
 }
 
 

@@ -109,7 +109,11 @@ ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path)
 
     b = ngx_zk_lock_board_find(s, path->data, path->len);
     if (b) {
-        b->refs++;
+        if (b->refs++ == 0) {
+            /* left until a completion came: its watches may have fired */
+            ngx_zk_lock_board_list(b);
+        }
+
         return b;
     }
 

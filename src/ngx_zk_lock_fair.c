@@ -206,6 +206,7 @@ void
 ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair)
 {
     ngx_queue_init(&fair->flows);
+    fair->nflows = 0;
     fair->vtime = 0;
     fair->hold = NGX_ZK_LOCK_FAIR_HOLD;
     fair->level = 0;
@@ -247,6 +248,7 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
         ngx_queue_init(&f->capped);
 
         ngx_queue_insert_tail(&fair->flows, &f->queue);
+        fair->nflows++;
     }
 
     f->max = max;
@@ -416,6 +418,7 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
                                          NGX_ZK_LOCK_FAIR_WINDOW));
         ngx_queue_remove(&f->queue);
         ngx_free(f);
+        fair->nflows--;
     }
 
     return next;

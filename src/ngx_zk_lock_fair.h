@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct {
     ngx_queue_t                   flows;      /* with a ticket alive */
+    ngx_uint_t                    nflows;
     uint64_t                      vtime;      /* the last served flow's */
     ngx_msec_t                    hold;       /* a request's, on average */
 

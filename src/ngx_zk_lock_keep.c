@@ -1675,6 +1675,10 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
 
     if (pool->board) {
         ngx_zk_lock_board_leave(pool->board);
+
+        if (pool->tag && pool->tag->fair_report) {
+            pool->tag->fair_report(pool->tag, 0, 0);
+        }
     }
 
     lock = pool->lock;
@@ -1729,6 +1733,13 @@ ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
 
     if (pool->lock->tickets || pool->share.others) {
         ngx_zk_lock_path_relist(pool->lock);
+    }
+
+    /* the layer's gauges: the claim as the others read it */
+
+    if (pool->tag && pool->tag->fair_report) {
+        pool->tag->fair_report(pool->tag, pool->fair.nflows,
+                               ngx_zk_lock_board_mine(pool->board));
     }
 
     ngx_add_timer(ev, NGX_ZK_LOCK_KEEP_QUANTUM);

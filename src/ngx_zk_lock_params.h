@@ -41,6 +41,10 @@ typedef struct ngx_zk_lock_params_s  ngx_zk_lock_params_t;
 typedef void (*ngx_zk_lock_report_pt)(ngx_zk_lock_params_t *lp,
     ngx_int_t idle, ngx_uint_t given_back);
 
+/* ... and with fair=: its flows, and the instance's claim (see fair.c) */
+typedef void (*ngx_zk_lock_fair_report_pt)(ngx_zk_lock_params_t *lp,
+    ngx_uint_t flows, ngx_uint_t claim);
+
 struct ngx_zk_lock_params_s {
     ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */
     ngx_uint_t                    leases;     /* or the default of: */
@@ -65,6 +69,7 @@ struct ngx_zk_lock_params_s {
     ngx_uint_t                    fair_max_pct; /* ... or this % of them */
 
     ngx_zk_lock_report_pt         report;     /* the layer's metrics */
+    ngx_zk_lock_fair_report_pt    fair_report;
 };
 
 

@@ -23,6 +23,9 @@
 #         worker 0 keeps the leases), named as the workers' lock nodes,
 #         whose data is a number (no key); nginx 0's claim is at least
 #         twice nginx 1's (six flows against one)
+#       - nginx 0's status page shows the lock's flows (2 at least) and
+#         its claim (2 flows at least), its metrics zk_lock_fair_flows and
+#         zk_lock_fair_claim; neither shows a key
 #  C. through a worker kill: as B, and 4 s in, nginx 0's worker 0 (which
 #     keeps its leases and wrote its claim) is killed (SIGKILL); its
 #     session's nodes stay until it expires (zk_session_timeout 3s), and
@@ -66,6 +69,8 @@ my $conf = <<"EOF";
     server {
         listen 127.0.0.1:%%PORT%%;
         access_log off;
+        location = /status  { zk_lock_status_page; }
+        location = /metrics { zk_lock_status_page prometheus; }
         location = /ff {
             zk_semaphore $PATH leases=$LEASES keep=1s timeout=30s
                          fair=\$arg_tenant;
@@ -119,9 +124,11 @@ sub phase {
         sleep $w0 + $WINDOW / 2 - time;
         my %b = map { $_ => zk_get($zk, "$PATH.fair/$_") }
             zk_children($zk, "$PATH.fair");
+        my %page = (status => http_get($ng[0]->port, '/status')->{body},
+            metrics => http_get($ng[0]->port, '/metrics')->{body});
         open my $o, '>', $seen or POSIX::_exit(1);
-        print $o JSON::PP->new->encode({ map { $_ => $b{$_}{data} }
-            grep { $b{$_} } keys %b });
+        print $o JSON::PP->new->encode({ board => { map { $_ => $b{$_}{data} }
+            grep { $b{$_} } keys %b }, %page });
         close $o;
         POSIX::_exit(0);
     }
@@ -134,7 +141,7 @@ sub phase {
     return { reqs => JSON::PP->new->decode(slurp($out)),
         calls => $be->calls->{$KEY} // [],
         peak => $be->stats($KEY)->{max} // 0,
-        board => -s $seen ? JSON::PP->new->decode(slurp($seen)) : {},
+        %{ -s $seen ? JSON::PP->new->decode(slurp($seen)) : {} },
         w0 => $w0, w1 => $w1 };
 }
 
@@ -203,6 +210,24 @@ ok(!(grep { !defined || !/^\d+$/ } values %board),
 my @claims = sort { $a <=> $b } grep { defined && /^\d+$/ } values %board;
 ok(@claims == 2 && $claims[1] >= 2 * $claims[0],
     "B: nginx 0's claim is at least twice nginx 1's (@claims)");
+
+# nginx 0's status page and metrics, read in the middle of B
+my ($lock) = grep { $_->{path} eq $PATH }
+    @{ (eval { $ZkLock::Test::JSON->decode($B->{status} // '') } // {})
+        ->{locks} // [] };
+my $fair = $lock->{fair} // {};
+cmp_ok($fair->{flows} // 0, '>=', 2, 'B: the status page shows the flows '
+    . 'of nginx 0 (' . ($fair->{flows} // 'none') . ')');
+cmp_ok($fair->{claim} // 0, '>=', 2, 'B: ... and its claim, in flows ('
+    . ($fair->{claim} // 'none') . ')');
+like($B->{metrics} // '',
+    qr/^zk_lock_fair_claim\{path="\Q$PATH\E",type="semaphore"\} \d+\.\d{3}$/m,
+    'B: zk_lock_fair_claim in the metrics');
+like($B->{metrics} // '',
+    qr/^zk_lock_fair_flows\{path="\Q$PATH\E",type="semaphore"\} [1-9]\d*$/m,
+    'B: zk_lock_fair_flows in the metrics');
+ok(!grep({ /tenant|noisy|"q\d"/ } $B->{status} // '', $B->{metrics} // ''),
+    'B: no key on either');
 
 # C: the worker that keeps nginx 0's leases, the first forked, killed
 sleep 2;

@@ -2,7 +2,8 @@
 # The Prometheus exposition scrapes clean:
 #
 #  1. promtool check metrics (Debian's prometheus package, unpacked by
-#     t/lib/promtool.sh) accepts it;
+#     t/lib/promtool.sh) accepts it, zk_lock_fair_flows and
+#     zk_lock_fair_claim among its families (a location with fair=);
 #  2. one lock path in two locations is one series per family, counting the
 #     requests of both (Prometheus drops a repeated label set, and with it
 #     the counts of one location);
@@ -57,6 +58,10 @@ my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
         location @open {
             zk_lock_fail open;
             zk_mutex /p/open timeout=2s;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location /fair {
+            zk_semaphore /p/fair leases=2 keep=1s fair=$arg_t;
             proxy_pass http://%%BACKEND%%;
         }
         location = /metrics {
@@ -144,6 +149,12 @@ sub promtool_ok {
     }
 }
 
+like($text, qr/^zk_lock_fair_claim\{path="\/p\/fair",type="semaphore"\} \d+\.\d{3}$/m,
+    'a fair= lock has its claim');
+like($text, qr/^zk_lock_fair_flows\{path="\/p\/fair",type="semaphore"\} \d+$/m,
+    '... and its flows');
+unlike($text, qr/^zk_lock_fair_\w+\{path="\/p\/shared"/m,
+    'a lock without fair= has neither');
 promtool_ok($text, 'promtool check metrics accepts it');
 
 # bypassed, then redirected to the same lock: counted once
