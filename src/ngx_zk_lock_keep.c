@@ -173,7 +173,7 @@ struct ngx_zk_lock_pool_s {
     ngx_event_t                   patience;   /* for leases recalled */
     ngx_event_t                   stall;      /* at its share, see stall() */
     ngx_event_t                   starve;     /* a watcher's wait, doom() */
-    ngx_event_t                   weigh;      /* fair=: see claim() */
+    ngx_event_t                   weigh;      /* fair=: weigh_handler() */
     ngx_uint_t                    recalled;   /* lent, recalled, not back */
     ngx_uint_t                    transient;  /* levels from variables */
     ngx_zk_lock_params_t         *tag;        /* its owner's, for reports */

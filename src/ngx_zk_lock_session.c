@@ -66,6 +66,8 @@ static void ngx_zk_lock_session_read_handler(ngx_event_t *rev);
 static void ngx_zk_lock_session_write_handler(ngx_event_t *wev);
 static int ngx_zk_lock_session_process(ngx_zk_lock_session_t *s,
     int events);
+static void ngx_zk_lock_session_event(ngx_zk_lock_session_t *s,
+    ngx_event_t *ev, ngx_event_handler_pt handler);
 static void ngx_zk_lock_session_timer_handler(ngx_event_t *ev);
 static void ngx_zk_lock_session_probe_handler(ngx_event_t *ev);
 static void ngx_zk_lock_session_probe(ngx_zk_lock_session_t *s);
@@ -127,25 +129,14 @@ ngx_zk_lock_session_init(ngx_cycle_t *cycle,
     ngx_queue_init(&s->counters);
     ngx_queue_init(&s->boards);
 
-    s->timer.handler = ngx_zk_lock_session_timer_handler;
-    s->timer.data = s;
-    s->timer.log = &s->log;
-    s->timer.cancelable = 1;
-
-    s->update.handler = ngx_zk_lock_session_timer_handler;
-    s->update.data = s;
-    s->update.log = &s->log;
-    s->update.cancelable = 1;
-
-    s->probe.handler = ngx_zk_lock_session_probe_handler;
-    s->probe.data = s;
-    s->probe.log = &s->log;
-    s->probe.cancelable = 1;
-
-    s->renew.handler = ngx_zk_lock_session_renew_handler;
-    s->renew.data = s;
-    s->renew.log = &s->log;
-    s->renew.cancelable = 1;
+    ngx_zk_lock_session_event(s, &s->timer,
+                              ngx_zk_lock_session_timer_handler);
+    ngx_zk_lock_session_event(s, &s->update,
+                              ngx_zk_lock_session_timer_handler);
+    ngx_zk_lock_session_event(s, &s->probe,
+                              ngx_zk_lock_session_probe_handler);
+    ngx_zk_lock_session_event(s, &s->renew,
+                              ngx_zk_lock_session_renew_handler);
 
     /*
      * Node names carry a UUID so that a node whose create reply was lost
@@ -216,6 +207,19 @@ ngx_zk_lock_session_init(ngx_cycle_t *cycle,
     }
 
     return NGX_OK;
+}
+
+
+/* one of the session's timers */
+
+static void
+ngx_zk_lock_session_event(ngx_zk_lock_session_t *s, ngx_event_t *ev,
+    ngx_event_handler_pt handler)
+{
+    ev->handler = handler;
+    ev->data = s;
+    ev->log = &s->log;
+    ev->cancelable = 1;
 }
 
 
