@@ -170,7 +170,7 @@ ngx_zk_lock_board_leave(ngx_zk_lock_board_t *b)
 }
 
 
-/* a completion came, or a pool left: NGX_OK if the board is to be freed */
+/* a completion came, or a pool left: 1 if the board was freed */
 
 static ngx_uint_t
 ngx_zk_lock_board_done(ngx_zk_lock_board_t *b)
@@ -745,6 +745,9 @@ ngx_zk_lock_boards_connected(ngx_zk_lock_session_t *s)
         if (b->generation != s->generation) {
             b->created = 0;
             b->written = 0;
+
+            /* a new session has none of the old one's watches: read all */
+            b->nreports = 0;
         }
 
         ngx_zk_lock_board_list(b);
