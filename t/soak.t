@@ -910,8 +910,11 @@ sub client_stream {
     $r->{bytes} = $res->{bytes};
     close $s;
     # closed by the server, with or without a response: an answer (a
-    # refused connection is closed without a byte)
-    record($r, $res->{eof} ? 'answered' : defined $hangup && !$res->{status}
+    # refused connection is closed without a byte); hung up by the client
+    # before its deadline, with or without a status read (the server may
+    # have answered a moment before the hang-up and not closed yet): the
+    # client's doing, not a late answer
+    record($r, $res->{eof} ? 'answered' : defined $hangup
         && time < $until ? 'client' : 'timeout');
 }
 
