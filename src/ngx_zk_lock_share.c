@@ -15,8 +15,16 @@ static uint64_t ngx_zk_lock_share_level(ngx_zk_lock_claim_t *claims,
 static void ngx_zk_lock_share_owed(ngx_zk_lock_share_t *sh,
     ngx_zk_lock_part_t *parts, ngx_uint_t np, uint64_t level,
     size_t len);
+static void ngx_zk_lock_share_workers(ngx_zk_lock_share_t *sh,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_zk_lock_claim_t *claims,
+    uint64_t share);
+static ngx_uint_t ngx_zk_lock_share_due(ngx_zk_lock_share_t *sh,
+    ngx_uint_t held, ngx_uint_t waits, uint64_t part, ngx_uint_t weighed);
 static uint64_t ngx_zk_lock_share_weight(ngx_zk_lock_share_t *sh,
     ngx_zk_lock_part_t *parts, ngx_uint_t i, ngx_uint_t j);
+static ngx_uint_t ngx_zk_lock_share_external(ngx_zk_lock_share_t *sh,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t *held,
+    ngx_uint_t *waits);
 static uint64_t ngx_zk_lock_share_part_of(uint64_t level, uint64_t weight);
 static ngx_uint_t ngx_zk_lock_share_same(ngx_zk_lock_part_t *a,
     ngx_zk_lock_part_t *b);
@@ -91,8 +99,11 @@ ngx_zk_lock_share_parts(ngx_zk_lock_share_t *sh,
  * With fair= the instances' level is weighted: an instance that waits gets
  * L times its claim, the flows it serves as the fleet's level counts them
  * (fair.c), so that max-min holds between the flows of the whole fleet
- * rather than between instances; a participant without a claim is one
- * flow.
+ * rather than between instances.  The participants without a claim (Curator
+ * clients, an nginx without fair= on the path) are one flow together, the
+ * external one: an instance cannot tell their requests apart, and one
+ * flow each would give a service that runs many clients a share per
+ * client.
  */
 
 void
@@ -100,11 +111,14 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
     ngx_uint_t np, ngx_zk_lock_claim_t *claims)
 {
     uint64_t                   level, share, rest, weight, mine;
-    ngx_uint_t                 i, j, nc, total, held, ours, waits;
+    ngx_uint_t                 i, j, nc, held, ours, waits, ext;
+    ngx_uint_t                 ext_held, ext_waits;
     ngx_zk_lock_part_t        *p;
 
     /* this worker's demand: unbounded while a request of its waits */
     ours = sh->demand;
+
+    ext = ngx_zk_lock_share_external(sh, parts, np, &ext_held, &ext_waits);
 
     /* the instances: the parts that share an instance prefix, sorted */
 
@@ -147,12 +161,27 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
 
         weight = ngx_zk_lock_share_weight(sh, parts, i, j);
 
+        if (weight == 0) {
+            /* external: below, with the others */
+            continue;
+        }
+
         if (waits) {
             rest += weight;
 
         } else {
             claims[nc].demand = held;
             claims[nc++].weight = weight;
+        }
+    }
+
+    if (ext) {
+        if (ext_waits) {
+            rest += NGX_ZK_LOCK_SHARE_FLOW;
+
+        } else {
+            claims[nc].demand = 1000 * ext_held;
+            claims[nc++].weight = NGX_ZK_LOCK_SHARE_FLOW;
         }
     }
 
@@ -175,13 +204,35 @@ ngx_zk_lock_share(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
     ngx_zk_lock_share_owed(sh, parts, np, level,
                           NGX_ZK_LOCK_INSTANCE_LEN);
 
-    /* the workers of this nginx, this one among them: one flow each */
+    if (ext && !sh->owed) {
+        (void) ngx_zk_lock_share_due(sh, ext_held, ext_waits,
+                        ngx_zk_lock_share_part_of(level,
+                                                  NGX_ZK_LOCK_SHARE_FLOW),
+                        1);
+    }
+
+    ngx_zk_lock_share_workers(sh, parts, np, claims, share);
+}
+
+
+/*
+ * The workers of this nginx, this one among them, share what the instance
+ * gets, "share": one flow each
+ */
+
+static void
+ngx_zk_lock_share_workers(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
+    ngx_uint_t np, ngx_zk_lock_claim_t *claims, uint64_t share)
+{
+    uint64_t             level;
+    ngx_uint_t           i, nc, total;
+    ngx_zk_lock_part_t  *p;
 
     nc = 0;
     total = 1;
 
-    if (ours != NGX_MAX_UINT32_VALUE) {
-        claims[nc].demand = ours;
+    if (sh->demand != NGX_MAX_UINT32_VALUE) {
+        claims[nc].demand = sh->demand;
         claims[nc++].weight = NGX_ZK_LOCK_SHARE_FLOW;
     }
 
@@ -268,8 +319,9 @@ ngx_zk_lock_share_part_of(uint64_t level, uint64_t weight)
 
 
 /*
- * An instance's claim: what its workers reported, one flow if none did
- * (or it is a Curator client), this nginx's its own
+ * An instance's claim: what its workers reported, 0 if none did (or it is
+ * a Curator client: external, see external()), this nginx's its own; one
+ * flow each without fair=
  */
 
 static uint64_t
@@ -278,12 +330,16 @@ ngx_zk_lock_share_weight(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
 {
     uint64_t  weight;
 
-    if (sh->weigh == NULL || parts[i].len != NGX_ZK_LOCK_OURS_LEN) {
+    if (sh->weigh == NULL) {
         return NGX_ZK_LOCK_SHARE_FLOW;
     }
 
     if (ngx_zk_lock_share_ours(sh, &parts[i], NGX_ZK_LOCK_INSTANCE_LEN)) {
         return sh->weight ? sh->weight : NGX_ZK_LOCK_SHARE_FLOW;
+    }
+
+    if (parts[i].len != NGX_ZK_LOCK_OURS_LEN) {
+        return 0;
     }
 
     weight = 0;
@@ -292,19 +348,63 @@ ngx_zk_lock_share_weight(ngx_zk_lock_share_t *sh, ngx_zk_lock_part_t *parts,
         weight += sh->weigh(sh->weigh_data, parts[i].name);
     }
 
-    if (weight == 0) {
-        return NGX_ZK_LOCK_SHARE_FLOW;
+    return ngx_min(weight, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
+}
+
+
+/*
+ * fair=: the instances that report no claim, taken together: how many,
+ * the leases they hold, whether one of them waits
+ */
+
+static ngx_uint_t
+ngx_zk_lock_share_external(ngx_zk_lock_share_t *sh,
+    ngx_zk_lock_part_t *parts, ngx_uint_t np, ngx_uint_t *held,
+    ngx_uint_t *waits)
+{
+    ngx_uint_t  i, j, k, n;
+
+    n = 0;
+    *held = 0;
+    *waits = 0;
+
+    if (sh->weigh == NULL) {
+        return 0;
     }
 
-    return ngx_min(weight, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
+    for (i = 0; i < np; i = j) {
+
+        for (j = i + 1;
+             j < np && ngx_zk_lock_share_same(&parts[i], &parts[j]);
+             j++)
+        {
+            /* void */
+        }
+
+        if (ngx_zk_lock_share_ours(sh, &parts[i], NGX_ZK_LOCK_INSTANCE_LEN)
+            || ngx_zk_lock_share_weight(sh, parts, i, j) != 0)
+        {
+            continue;
+        }
+
+        n++;
+
+        for (k = i; k < j; k++) {
+            *held += parts[k].held;
+            *waits |= (parts[k].waiting != 0);
+        }
+    }
+
+    return n;
 }
 
 
 /*
  * A participant that waits with fewer leases than the level (rounded
  * down, and one at least) is owed one: at the level of the instances
- * (a "len" of INSTANCE_LEN: another nginx, or a Curator client), or of
- * the workers of this nginx (OURS_LEN)
+ * (a "len" of INSTANCE_LEN: another nginx, or a Curator client; with
+ * fair=, those without a claim are one, see share()), or of the workers
+ * of this nginx (OURS_LEN)
  */
 
 static void
@@ -312,7 +412,7 @@ ngx_zk_lock_share_owed(ngx_zk_lock_share_t *sh,
     ngx_zk_lock_part_t *parts, ngx_uint_t np, uint64_t level,
     size_t len)
 {
-    uint64_t    part, due, even;
+    uint64_t    part, weight;
     ngx_uint_t  i, j, held, waits;
 
     for (i = 0; i < np; i = j) {
@@ -343,35 +443,65 @@ ngx_zk_lock_share_owed(ngx_zk_lock_share_t *sh,
 
         /* an instance's level is weighted by its claim, a worker's not */
 
-        part = (len == NGX_ZK_LOCK_INSTANCE_LEN)
-               ? ngx_zk_lock_share_part_of(level,
-                                 ngx_zk_lock_share_weight(sh, parts, i, j))
-               : level;
+        if (len == NGX_ZK_LOCK_INSTANCE_LEN) {
+            weight = ngx_zk_lock_share_weight(sh, parts, i, j);
 
-        due = ngx_max(part / 1000, 1);
+            if (weight == 0) {
+                /* external: weighed as one, see share() */
+                continue;
+            }
 
-        /*
-         * The fraction of a share rotates, see assign(); between weighed
-         * instances (fair=), only for one more than half a lease short: a
-         * weighed share is seldom whole, and rotating every fraction cost
-         * a lease change per instance and quantum (0.15 writes a request
-         * in t/bench/fair.pl, against 0.01 without weights).  What a flow
-         * gets is in its instance's hands; the instance's part of the
-         * leases is met within half a lease.
-         */
+            part = ngx_zk_lock_share_part_of(level, weight);
 
-        even = (sh->weigh && len == NGX_ZK_LOCK_INSTANCE_LEN)
-               ? (part + 499) / 1000 : (part + 999) / 1000;
-
-        if (waits && held < even) {
-            sh->lagging = 1;
+        } else {
+            part = level;
         }
 
-        if (waits && held < due) {
-            sh->owed = 1;
+        if (ngx_zk_lock_share_due(sh, held, waits, part,
+                                  sh->weigh && len == NGX_ZK_LOCK_INSTANCE_LEN))
+        {
             return;
         }
     }
+}
+
+
+/*
+ * A participant of "part" (thousandths of leases) that holds "held" and
+ * "waits": lagging if it is under its part, rounded, owed if under it
+ * rounded down (one lease at least); 1 when owed
+ */
+
+static ngx_uint_t
+ngx_zk_lock_share_due(ngx_zk_lock_share_t *sh, ngx_uint_t held,
+    ngx_uint_t waits, uint64_t part, ngx_uint_t weighed)
+{
+    uint64_t  due, even;
+
+    due = ngx_max(part / 1000, 1);
+
+    /*
+     * The fraction of a share rotates, see assign(); between weighed
+     * instances (fair=), only for one more than half a lease short: a
+     * weighed share is seldom whole, and rotating every fraction cost a
+     * lease change per instance and quantum (0.15 writes a request in
+     * t/bench/fair.pl, against 0.01 without weights).  What a flow gets is
+     * in its instance's hands; the instance's part of the leases is met
+     * within half a lease.
+     */
+
+    even = weighed ? (part + 499) / 1000 : (part + 999) / 1000;
+
+    if (waits && held < even) {
+        sh->lagging = 1;
+    }
+
+    if (waits && held < due) {
+        sh->owed = 1;
+        return 1;
+    }
+
+    return 0;
 }
 
 

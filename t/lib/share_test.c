@@ -22,6 +22,8 @@
 #define N3W1     "_c_0c0c0c0c-1111-4111"
 #define NODE(w, n, seq)  w "-8111-00000000000" n "-lock-" seq
 #define CURATOR(seq)  "_c_5e1f0a2b-9c3d-4e5f-a6b7-c8d9e0f1a2b3-lock-" seq
+#define CURATOR2(seq)  "_c_6f2a1b3c-9c3d-4e5f-a6b7-c8d9e0f1a2b3-lock-" seq
+#define CURATOR3(seq)  "_c_7a3b2c4d-9c3d-4e5f-a6b7-c8d9e0f1a2b3-lock-" seq
 
 
 /*
@@ -253,6 +255,51 @@ test_weighed(void)
 }
 
 
+static void
+test_external(void)
+{
+    char                 *names[] = {
+        NODE(W1, "1", "0000000001"),
+        NODE(W1, "2", "0000000002"),
+        CURATOR("0000000003"),
+        CURATOR2("0000000004"),
+        NODE(W1, "3", "0000000005"),
+        CURATOR3("0000000006"),
+    };
+    ngx_zk_lock_share_t   sh;
+
+    /*
+     * 4 leases: this nginx (one flow) holds 2 and waits, three Curator
+     * clients hold 2 and one waits: one flow together, 2 leases each
+     */
+
+    (void) weighed(&sh, names, 6, 4, NGX_MAX_UINT32_VALUE, 1000, 0);
+
+    ok(sh.level == 2000, "external: Curator clients are one flow "
+       "together: a flow's level is 2 leases");
+    ok(sh.floor == 2 && sh.ceil == 2, "external: this nginx's share is 2");
+    ok(!sh.owed && !sh.lagging, "external: the Curator clients hold 2 of "
+       "their 2: none owed, though one waits with none");
+
+    /* without fair=, each Curator client is a participant of its own */
+
+    (void) weighed(&sh, names, 6, 4, NGX_MAX_UINT32_VALUE, 0, 0);
+
+    ok(sh.owed, "external: without fair=, the Curator client that waits "
+       "with none is owed one");
+
+    /* the second nginx reports: it is a flow of its own, not external */
+
+    names[3] = NODE(N2W1, "1", "0000000004");
+
+    (void) weighed(&sh, names, 6, 4, NGX_MAX_UINT32_VALUE, 1000, 1000);
+
+    ok(sh.level == 1500, "external: the second nginx is a flow of its "
+       "own, which wants its 1 lease: this nginx and the Curator clients "
+       "1.5 each");
+}
+
+
 int
 main(void)
 {
@@ -262,6 +309,7 @@ main(void)
     test_workers();
     test_alone();
     test_weighed();
+    test_external();
 
     printf("1..%d\n", tests);
 
