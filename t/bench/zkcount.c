@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
@@ -39,6 +40,7 @@ static long         counts[C_N];
 static long         ticks;
 static char         dir[512];
 static watcher_fn   watcher;
+static FILE        *trace;
 
 
 __attribute__((constructor)) static void
@@ -47,6 +49,38 @@ zkcount_init(void)
     const char  *d = getenv("ZKCOUNT_DIR");
 
     snprintf(dir, sizeof(dir), "%s", d ? d : ".");
+}
+
+
+/*
+ * ZKCOUNT_TRACE=1: each call and event also goes, with its time in
+ * milliseconds, to $ZKCOUNT_DIR/<pid>.trace, to see when in a case they
+ * come (as the load starts, while it runs, as its kept leases expire)
+ */
+
+static void
+zkcount_trace(int what)
+{
+    char            file[600];
+    struct timeval  tv;
+
+    if (trace == NULL) {
+        if (getenv("ZKCOUNT_TRACE") == NULL) {
+            return;
+        }
+
+        snprintf(file, sizeof(file), "%s/%d.trace", dir, (int) getpid());
+        trace = fopen(file, "a");
+        if (trace == NULL) {
+            return;
+        }
+
+        setvbuf(trace, NULL, _IOLBF, 0);
+    }
+
+    gettimeofday(&tv, NULL);
+    fprintf(trace, "%ld %s\n",
+            (long) tv.tv_sec * 1000 + tv.tv_usec / 1000, names[what]);
 }
 
 
@@ -76,6 +110,7 @@ static void
 zkcount(int what)
 {
     counts[what]++;
+    zkcount_trace(what);
 
     if ((++ticks & 31) == 0) {
         zkcount_dump();
