@@ -366,7 +366,7 @@ ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp, ngx_int_t idle,
 
 void
 ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
-    ngx_uint_t claim)
+    ngx_uint_t claim, void *top, ngx_uint_t ntop)
 {
     ngx_http_zk_lock_spec_t  *spec = (ngx_http_zk_lock_spec_t *) lp;
 
@@ -382,6 +382,34 @@ ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
     g = &shm->gauges[spec->index * shm->nslots + ngx_http_zk_lock_slot];
     g->flows = flows;
     g->claim = claim;
+
+    ngx_memzero(g->top, sizeof(g->top));
+
+    if (ntop) {
+        ngx_memcpy(g->top, top, ntop * sizeof(ngx_zk_lock_fair_top_t));
+    }
+}
+
+
+/* fair=: the flows that hold the most, of all the workers */
+
+ngx_uint_t
+ngx_http_zk_lock_metrics_top(ngx_http_zk_lock_counts_t *c, ngx_uint_t i,
+    ngx_zk_lock_fair_top_t *top)
+{
+    ngx_uint_t                  k, j, n;
+    ngx_http_zk_lock_gauges_t  *g;
+
+    g = &c->shm->gauges[i * c->shm->nslots];
+    n = 0;
+
+    for (k = 0; k < c->shm->nslots; k++) {
+        for (j = 0; j < NGX_ZK_LOCK_FAIR_TOP && g[k].top[j].id; j++) {
+            n = ngx_zk_lock_fair_rank(top, n, &g[k].top[j]);
+        }
+    }
+
+    return n;
 }
 
 

@@ -13,6 +13,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_zk_lock_module.h"
+#include "ngx_zk_lock_fair.h"
 
 
 /*
@@ -54,6 +55,7 @@ typedef struct {
     ngx_atomic_t                  kept;       /* idle, see keep.c */
     ngx_atomic_t                  flows;      /* fair=, see fair.c */
     ngx_atomic_t                  claim;      /* ... in thousandths */
+    ngx_zk_lock_fair_top_t        top[NGX_ZK_LOCK_FAIR_TOP];
 } ngx_http_zk_lock_gauges_t;
 
 
@@ -102,7 +104,7 @@ void ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
 void ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp,
     ngx_int_t idle, ngx_uint_t given_back);
 void ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp,
-    ngx_uint_t flows, ngx_uint_t claim);
+    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop);
 void ngx_http_zk_lock_metrics_session(ngx_zk_lock_session_t *s);
 void ngx_http_zk_lock_metrics_leases(u_char *path, ngx_uint_t value);
 void ngx_http_zk_lock_metrics_timeouts(ngx_conf_t *cf,
@@ -116,6 +118,8 @@ ngx_atomic_int_t ngx_http_zk_lock_metrics_gauge(ngx_http_zk_lock_counts_t *c,
     ngx_uint_t i, ngx_uint_t which);
 ngx_uint_t ngx_http_zk_lock_metrics_leases_of(ngx_http_zk_lock_counts_t *c,
     ngx_uint_t i);
+ngx_uint_t ngx_http_zk_lock_metrics_top(ngx_http_zk_lock_counts_t *c,
+    ngx_uint_t i, ngx_zk_lock_fair_top_t *top);
 void ngx_http_zk_lock_metrics_histogram(ngx_http_zk_lock_counts_t *c,
     ngx_uint_t i, ngx_http_zk_lock_histogram_t *h);
 

@@ -31,6 +31,9 @@
 /* a line of Prometheus text, but for the lock's name (escaped: 2x) */
 #define NGX_HTTP_ZK_LOCK_LINE(m)  (256 + 2 * (m)->name.len)
 
+/* fair=: the flows that hold the most, in a lock's JSON */
+#define NGX_HTTP_ZK_LOCK_TOP_JSON  (16 + NGX_ZK_LOCK_FAIR_TOP * 96)
+
 typedef struct {
     ngx_pool_t                   *pool;
     ngx_chain_t                  *first;
@@ -75,6 +78,12 @@ static u_char *ngx_http_zk_lock_status_prom_requests(
     ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_counts_t *c);
 static u_char *ngx_http_zk_lock_status_prom_histogram(
     ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_counts_t *c);
+static u_char *ngx_http_zk_lock_status_prom_top(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_http_zk_lock_counts_t *c);
+static u_char *ngx_http_zk_lock_status_top_json(u_char *p,
+    ngx_zk_lock_fair_top_t *top, ngx_uint_t n);
+static u_char *ngx_http_zk_lock_status_layer_fair(ngx_http_zk_lock_out_t *o,
+    u_char *p, ngx_zk_lock_stats_t *st, char *family, ngx_uint_t claim);
 static u_char *ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_zk_lock_stats_t *st);
 static u_char *ngx_http_zk_lock_status_layer_prom(ngx_http_zk_lock_out_t *o,
@@ -459,6 +468,7 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
 {
     ngx_uint_t                     i, j;
     ngx_atomic_int_t               claim;
+    ngx_zk_lock_fair_top_t         top[NGX_ZK_LOCK_FAIR_TOP];
     ngx_http_zk_lock_stat_t       *st;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
@@ -474,7 +484,8 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
 
     for (i = 0; i < c->names->nelts; i++) {
         p = ngx_http_zk_lock_status_room(o, p, 1024 + 2 * m[i].name.len
-                                     + (c->nbuckets + 1) * 48);
+                                     + (c->nbuckets + 1) * 48
+                                     + NGX_HTTP_ZK_LOCK_TOP_JSON);
         if (p == NULL) {
             return NULL;
         }
@@ -499,10 +510,12 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
             claim = ngx_http_zk_lock_metrics_gauge(c, i,
                                               NGX_HTTP_ZK_LOCK_CLAIM_GAUGE);
             p = ngx_sprintf(p, ",\"fair\":{\"flows\":%A,"
-                            "\"claim\":%A.%03A}",
+                            "\"claim\":%A.%03A",
                             ngx_http_zk_lock_metrics_gauge(c, i,
                                               NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
                             claim / 1000, claim % 1000);
+            p = ngx_http_zk_lock_status_top_json(p, top,
+                                  ngx_http_zk_lock_metrics_top(c, i, top));
         }
 
         p = ngx_sprintf(p, ",\"held\":%A,\"waiting\":%A,"
@@ -798,6 +811,145 @@ ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o, u_char *p,
             p = (k == 0) ? ngx_sprintf(p, "} %A\n", n)
                          : ngx_sprintf(p, "} %A.%03A\n", n / 1000, n % 1000);
         }
+
+        p = ngx_http_zk_lock_status_layer_fair(o, p,
+                           ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                                  &ngx_http_zk_lock_stream),
+                           gauges[k].metric, k);
+        if (p == NULL) {
+            return NULL;
+        }
+    }
+
+    return ngx_http_zk_lock_status_prom_top(o, p, c);
+}
+
+
+/*
+ * fair=: the flows that hold the most leases of each lock, by their hash
+ * (at most TOP series a lock, whose labels change as the flows do)
+ */
+
+static u_char *
+ngx_http_zk_lock_status_prom_top(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_counts_t *c)
+{
+    ngx_uint_t                  i, j, k, n;
+    ngx_zk_lock_stats_t        *st;
+    ngx_zk_lock_fair_top_t      top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_stats_name_t   *sn;
+    ngx_http_zk_lock_metric_t  *m;
+
+    static char  *family[] = {
+        "zk_lock_fair_flow_held", "zk_lock_fair_flow_waiting"
+    };
+
+    m = c->names->elts;
+    st = ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                &ngx_http_zk_lock_stream);
+
+    for (k = 0; k < 2; k++) {
+        p = ngx_http_zk_lock_status_room(o, p, 512);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = ngx_sprintf(p, "# HELP %s Requests of a flow (fair=, by its "
+                        "hash) that %s, for the flows that hold the "
+                        "most.\n# TYPE %s gauge\n", family[k],
+                        k ? "wait for a lease" : "hold a lease", family[k]);
+
+        for (i = 0; i < c->names->nelts; i++) {
+            if (!m[i].fair) {
+                continue;
+            }
+
+            n = ngx_http_zk_lock_metrics_top(c, i, top);
+
+            for (j = 0; j < n; j++) {
+                p = ngx_http_zk_lock_status_room(o, p,
+                                             NGX_HTTP_ZK_LOCK_LINE(&m[i]));
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                p = ngx_http_zk_lock_status_series(p, family[k], &m[i]);
+                p = ngx_sprintf(p, ",flow=\"%016xL\"} %uD\n", top[j].id,
+                                k ? top[j].waiting : top[j].held);
+            }
+        }
+
+        sn = st ? st->names->elts : NULL;
+
+        for (i = 0; st && i < st->names->nelts; i++) {
+            if (!sn[i].fair) {
+                continue;
+            }
+
+            n = ngx_zk_lock_stats_top(st, i, top);
+
+            for (j = 0; j < n; j++) {
+                p = ngx_http_zk_lock_status_room(o, p,
+                                                 256 + 2 * sn[i].name.len);
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                p = ngx_sprintf(p, "%s{path=\"", family[k]);
+                p = ngx_http_zk_lock_status_escape(p, &sn[i].name);
+                p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\","
+                                "flow=\"%016xL\"} %uD\n",
+                                ngx_zk_lock_types[sn[i].type].label,
+                                &st->layer, top[j].id,
+                                k ? top[j].waiting : top[j].held);
+            }
+        }
+    }
+
+    return p;
+}
+
+
+/* the stream layer's fair= locks: 0, their flows; 1, the claims */
+
+static u_char *
+ngx_http_zk_lock_status_layer_fair(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_zk_lock_stats_t *st, char *family, ngx_uint_t claim)
+{
+    ngx_uint_t                 i;
+    ngx_atomic_int_t           n;
+    ngx_zk_lock_stats_name_t  *name;
+
+    if (st == NULL) {
+        return p;
+    }
+
+    name = st->names->elts;
+
+    for (i = 0; i < st->names->nelts; i++) {
+        if (!name[i].fair) {
+            continue;
+        }
+
+        p = ngx_http_zk_lock_status_room(o, p, 256 + 2 * name[i].name.len);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = ngx_sprintf(p, "%s{path=\"", family);
+        p = ngx_http_zk_lock_status_escape(p, &name[i].name);
+        p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
+                        ngx_zk_lock_types[name[i].type].label, &st->layer);
+
+        if (claim) {
+            n = ngx_zk_lock_stats_sum(st, i, NGX_ZK_LOCK_STATS_CLAIM);
+            p = ngx_sprintf(p, "} %A.%03A\n", n / 1000, n % 1000);
+
+        } else {
+            p = ngx_sprintf(p, "} %A\n",
+                            ngx_zk_lock_stats_sum(st, i,
+                                                  NGX_ZK_LOCK_STATS_FLOWS));
+        }
     }
 
     return p;
@@ -1008,6 +1160,27 @@ ngx_http_zk_lock_status_prom_histogram(ngx_http_zk_lock_out_t *o, u_char *p,
 }
 
 
+/* fair=: ,"top":[...]}, the end of a lock's "fair" object */
+
+static u_char *
+ngx_http_zk_lock_status_top_json(u_char *p, ngx_zk_lock_fair_top_t *top,
+    ngx_uint_t n)
+{
+    ngx_uint_t  i;
+
+    p = ngx_sprintf(p, ",\"top\":[");
+
+    for (i = 0; i < n; i++) {
+        p = ngx_sprintf(p, "%s{\"flow\":\"%016xL\",\"held\":%uD,"
+                        "\"waiting\":%uD,\"weight\":%uD}",
+                        i ? "," : "", top[i].id, top[i].held,
+                        top[i].waiting, top[i].weight);
+    }
+
+    return ngx_sprintf(p, "]}");
+}
+
+
 /*
  * The locks of the stream layer, from the core's counters: "stream" in
  * the JSON, layer="stream" in Prometheus, where the series of a path are
@@ -1019,6 +1192,8 @@ ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
     ngx_zk_lock_stats_t *st)
 {
     ngx_uint_t                 i, j;
+    ngx_atomic_int_t           claim;
+    ngx_zk_lock_fair_top_t     top[NGX_ZK_LOCK_FAIR_TOP];
     ngx_zk_lock_stats_name_t  *n;
 
     if (st == NULL) {
@@ -1029,7 +1204,8 @@ ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
     n = st->names->elts;
 
     for (i = 0; i < st->names->nelts; i++) {
-        p = ngx_http_zk_lock_status_room(o, p, 512 + 2 * n[i].name.len);
+        p = ngx_http_zk_lock_status_room(o, p, 512 + 2 * n[i].name.len
+                                               + NGX_HTTP_ZK_LOCK_TOP_JSON);
         if (p == NULL) {
             return NULL;
         }
@@ -1041,6 +1217,17 @@ ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
                         ngx_zk_lock_stats_sum(st, i, NGX_ZK_LOCK_STATS_HELD),
                         ngx_zk_lock_stats_sum(st, i,
                                               NGX_ZK_LOCK_STATS_WAITING));
+
+        if (n[i].fair) {
+            claim = ngx_zk_lock_stats_sum(st, i, NGX_ZK_LOCK_STATS_CLAIM);
+            p = ngx_sprintf(p, ",\"fair\":{\"flows\":%A,"
+                            "\"claim\":%A.%03A",
+                            ngx_zk_lock_stats_sum(st, i,
+                                                  NGX_ZK_LOCK_STATS_FLOWS),
+                            claim / 1000, claim % 1000);
+            p = ngx_http_zk_lock_status_top_json(p, top,
+                                           ngx_zk_lock_stats_top(st, i, top));
+        }
 
         for (j = 0; j < NGX_ZK_LOCK_STATS_N; j++) {
             p = ngx_sprintf(p, ",\"%s\":%uA", ngx_zk_lock_stats_results[j],

@@ -35,6 +35,8 @@ static char *ngx_stream_zk_lock_merge_srv_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static void ngx_stream_zk_lock_fair_report(ngx_zk_lock_params_t *lp,
+    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop);
 static char *ngx_stream_zk_lock_compile(ngx_conf_t *cf,
     ngx_stream_zk_lock_spec_t *spec);
 static char *ngx_stream_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -318,6 +320,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_int_t                        rc;
     ngx_str_t                       *value;
+    ngx_zk_lock_stats_name_t        *n;
     ngx_stream_zk_lock_spec_t       *spec;
     ngx_stream_zk_lock_main_conf_t  *smcf;
 
@@ -338,6 +341,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     ngx_memzero(spec, sizeof(ngx_stream_zk_lock_spec_t));
     ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
+    spec->lock.fair_report = ngx_stream_zk_lock_fair_report;
 
     if (ngx_stream_zk_lock_compile(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -405,8 +409,42 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     spec->stat = rc;
 
+    if (spec->lock.fair.len) {
+        n = smcf->stat_names->elts;
+        n[rc].fair = 1;
+    }
+
     return ngx_zk_lock_params_number(cf, &smcf->specs, spec,
                                      sizeof(ngx_stream_zk_lock_spec_t));
+}
+
+
+/*
+ * fair=: the flows of the pool that keeps the lock's leases, the
+ * instance's claim and the flows that hold the most, every quantum
+ * (keep.c); the HTTP module's status page shows them
+ */
+
+static void
+ngx_stream_zk_lock_fair_report(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
+    ngx_uint_t claim, void *top, ngx_uint_t ntop)
+{
+    ngx_stream_zk_lock_spec_t  *spec = (ngx_stream_zk_lock_spec_t *) lp;
+
+    ngx_stream_zk_lock_main_conf_t  *smcf;
+
+    smcf = ngx_stream_cycle_get_module_main_conf((ngx_cycle_t *) ngx_cycle,
+                                                 ngx_stream_zk_lock_module);
+
+    if (smcf == NULL || smcf->stats == NULL) {
+        return;
+    }
+
+    ngx_zk_lock_stats_set(smcf->stats, spec->stat, NGX_ZK_LOCK_STATS_FLOWS,
+                          flows);
+    ngx_zk_lock_stats_set(smcf->stats, spec->stat, NGX_ZK_LOCK_STATS_CLAIM,
+                          claim);
+    ngx_zk_lock_stats_top_set(smcf->stats, spec->stat, top, ntop);
 }
 
 

@@ -72,6 +72,7 @@ typedef struct {
     uint64_t                      id;
     ngx_uint_t                    weight;
     ngx_uint_t                    tickets;    /* alive */
+    ngx_uint_t                    held;       /* ... of them, served */
     uint64_t                      vtime;
     uint64_t                      busy;       /* tickets x ms, in the */
     ngx_msec_t                    since;      /* window, until "since" */
@@ -241,6 +242,7 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
         f->id = flow->id;
         f->weight = flow->weight;
         f->tickets = 0;
+        f->held = 0;
         f->vtime = fair->vtime;
         f->busy = 0;
         f->since = ngx_current_msec;
@@ -348,6 +350,7 @@ ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
     }
 
     fair->vtime = ngx_max(fair->vtime, f->vtime);
+    f->held++;
 
     charge = (uint64_t) fair->hold * NGX_ZK_LOCK_FAIR_SCALE / f->weight;
     charge = ngx_max(charge, 1);
@@ -402,6 +405,8 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
     }
 
     if (ticket->fair_charge) {
+        f->held--;
+
         held = ngx_current_msec - ticket->fair_start;
         fair->hold = (7 * fair->hold + held) / 8;
 
@@ -437,6 +442,71 @@ ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair)
     ngx_zk_lock_fair_window(fair);
 
     return fair->claim;
+}
+
+
+/*
+ * The flows that hold the most leases, then wait for the most: at most
+ * TOP, by their hash, for the status page
+ */
+
+ngx_uint_t
+ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair, ngx_zk_lock_fair_top_t *top)
+{
+    ngx_uint_t                n;
+    ngx_queue_t              *q;
+    ngx_zk_lock_fair_top_t    t;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    n = 0;
+
+    for (q = ngx_queue_head(&fair->flows);
+         q != ngx_queue_sentinel(&fair->flows);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
+
+        t.id = f->id;
+        t.held = f->held;
+        t.waiting = f->tickets - f->held;
+        t.weight = f->weight;
+
+        n = ngx_zk_lock_fair_rank(top, n, &t);
+    }
+
+    return n;
+}
+
+
+/*
+ * "t" in its place among the "n" of "top", which are in order (the last
+ * dropped when there are TOP): how many there are then
+ */
+
+ngx_uint_t
+ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
+    ngx_zk_lock_fair_top_t *t)
+{
+    ngx_uint_t  i;
+
+    for (i = n; i > 0; i--) {
+        if (t->held < top[i - 1].held
+            || (t->held == top[i - 1].held
+                && t->waiting <= top[i - 1].waiting))
+        {
+            break;
+        }
+
+        if (i < NGX_ZK_LOCK_FAIR_TOP) {
+            top[i] = top[i - 1];
+        }
+    }
+
+    if (i < NGX_ZK_LOCK_FAIR_TOP) {
+        top[i] = *t;
+    }
+
+    return ngx_min(n + 1, NGX_ZK_LOCK_FAIR_TOP);
 }
 
 

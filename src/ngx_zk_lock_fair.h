@@ -28,6 +28,9 @@
 /* $zk_lock_flow: 16 hex digits */
 #define NGX_ZK_LOCK_FAIR_ID_LEN  16
 
+/* the flows a status page shows, for each lock */
+#define NGX_ZK_LOCK_FAIR_TOP  5
+
 
 /* a request's flow, as the layer evaluated it */
 
@@ -35,6 +38,16 @@ typedef struct {
     uint64_t                      id;         /* its key, hashed; 0: none */
     ngx_uint_t                    weight;
 } ngx_zk_lock_flow_t;
+
+
+/* a flow as the status page shows it: its hash, never its key */
+
+typedef struct {
+    uint64_t                      id;         /* 0: none */
+    uint32_t                      held;
+    uint32_t                      waiting;
+    uint32_t                      weight;
+} ngx_zk_lock_fair_top_t;
 
 
 typedef struct {
@@ -69,6 +82,10 @@ void ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair,
 ngx_zk_lock_node_t *ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
 ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
+ngx_uint_t ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_fair_top_t *top);
+ngx_uint_t ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
+    ngx_zk_lock_fair_top_t *t);
 
 
 #endif /* _NGX_ZK_LOCK_FAIR_H_INCLUDED_ */

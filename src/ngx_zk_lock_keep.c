@@ -1677,7 +1677,7 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
         ngx_zk_lock_board_leave(pool->board);
 
         if (pool->tag && pool->tag->fair_report) {
-            pool->tag->fair_report(pool->tag, 0, 0);
+            pool->tag->fair_report(pool->tag, 0, 0, NULL, 0);
         }
     }
 
@@ -1727,7 +1727,9 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 static void
 ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
 {
-    ngx_zk_lock_pool_t  *pool;
+    ngx_uint_t               n;
+    ngx_zk_lock_pool_t      *pool;
+    ngx_zk_lock_fair_top_t   top[NGX_ZK_LOCK_FAIR_TOP];
 
     pool = ev->data;
 
@@ -1738,8 +1740,10 @@ ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
     /* the layer's gauges: the claim as the others read it */
 
     if (pool->tag && pool->tag->fair_report) {
+        n = ngx_zk_lock_fair_top(&pool->fair, top);
+
         pool->tag->fair_report(pool->tag, pool->fair.nflows,
-                               ngx_zk_lock_board_mine(pool->board));
+                               ngx_zk_lock_board_mine(pool->board), top, n);
     }
 
     ngx_add_timer(ev, NGX_ZK_LOCK_KEEP_QUANTUM);

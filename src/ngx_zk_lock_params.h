@@ -41,9 +41,12 @@ typedef struct ngx_zk_lock_params_s  ngx_zk_lock_params_t;
 typedef void (*ngx_zk_lock_report_pt)(ngx_zk_lock_params_t *lp,
     ngx_int_t idle, ngx_uint_t given_back);
 
-/* ... and with fair=: its flows, and the instance's claim (see fair.c) */
+/*
+ * ... and with fair=: its flows, the instance's claim, and the flows that
+ * hold the most (ngx_zk_lock_fair_top_t, see fair.c)
+ */
 typedef void (*ngx_zk_lock_fair_report_pt)(ngx_zk_lock_params_t *lp,
-    ngx_uint_t flows, ngx_uint_t claim);
+    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop);
 
 struct ngx_zk_lock_params_s {
     ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */

@@ -27,7 +27,8 @@ typedef struct {
 
 
 typedef struct {
-    ngx_atomic_t                  gauge[2];   /* held, waiting */
+    ngx_atomic_t                  gauge[NGX_ZK_LOCK_STATS_GAUGES];
+    ngx_zk_lock_fair_top_t        top[NGX_ZK_LOCK_FAIR_TOP];
 } ngx_zk_lock_stats_gauges_t;
 
 
@@ -88,6 +89,7 @@ ngx_zk_lock_stats_add(ngx_conf_t *cf, ngx_array_t **names, ngx_str_t *name,
 
     n->name = *name;
     n->type = type;
+    n->fair = 0;
 
     return i;
 }
@@ -204,6 +206,57 @@ ngx_zk_lock_stats_gauge(ngx_zk_lock_stats_t *st, ngx_uint_t i,
 
     g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots + st->slot];
     g->gauge[which] += delta;
+}
+
+
+/* fair=: what the worker's pool counted last (see keep.c), as it is */
+
+void
+ngx_zk_lock_stats_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_uint_t which, ngx_uint_t value)
+{
+    ngx_zk_lock_stats_gauges_t  *g;
+
+    g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots + st->slot];
+    g->gauge[which] = value;
+}
+
+
+void
+ngx_zk_lock_stats_top_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_top_t *top, ngx_uint_t n)
+{
+    ngx_zk_lock_stats_gauges_t  *g;
+
+    g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots + st->slot];
+
+    ngx_memzero(g->top, sizeof(g->top));
+
+    if (n) {
+        ngx_memcpy(g->top, top, n * sizeof(ngx_zk_lock_fair_top_t));
+    }
+}
+
+
+/* fair=: the flows that hold the most, of all the workers */
+
+ngx_uint_t
+ngx_zk_lock_stats_top(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_top_t *top)
+{
+    ngx_uint_t                   s, j, n;
+    ngx_zk_lock_stats_gauges_t  *g;
+
+    g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots];
+    n = 0;
+
+    for (s = 0; s < st->nslots; s++) {
+        for (j = 0; j < NGX_ZK_LOCK_FAIR_TOP && g[s].top[j].id; j++) {
+            n = ngx_zk_lock_fair_rank(top, n, &g[s].top[j]);
+        }
+    }
+
+    return n;
 }
 
 

@@ -11,6 +11,8 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
+#include "ngx_zk_lock_fair.h"
+
 
 /*
  * A layer's counters of its locks, in a shared memory zone of their own
@@ -38,12 +40,16 @@ typedef enum {
 
 #define NGX_ZK_LOCK_STATS_HELD     0
 #define NGX_ZK_LOCK_STATS_WAITING  1
+#define NGX_ZK_LOCK_STATS_FLOWS    2      /* fair=: set, not added to */
+#define NGX_ZK_LOCK_STATS_CLAIM    3
+#define NGX_ZK_LOCK_STATS_GAUGES   4
 
 
 /* a lock as configured: its path, before variables, and its type */
 typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    type;       /* NGX_ZK_LOCK_MUTEX... */
+    unsigned                      fair:1;     /* a directive has fair= */
 } ngx_zk_lock_stats_name_t;
 
 
@@ -65,6 +71,12 @@ void ngx_zk_lock_stats_count(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_zk_lock_stats_result_e result);
 void ngx_zk_lock_stats_gauge(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_uint_t which, ngx_int_t delta);
+void ngx_zk_lock_stats_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_uint_t which, ngx_uint_t value);
+void ngx_zk_lock_stats_top_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_top_t *top, ngx_uint_t n);
+ngx_uint_t ngx_zk_lock_stats_top(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_top_t *top);
 
 ngx_zk_lock_stats_t *ngx_zk_lock_stats_find(ngx_cycle_t *cycle,
     ngx_str_t *layer);

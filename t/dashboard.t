@@ -108,7 +108,7 @@ my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
         }
         location /s {
             zk_semaphore /dash/s leases=zk:/dash/count leases_default=2
-                         timeout=5s keep=1s;
+                         timeout=5s keep=1s fair=$arg_tenant;
             proxy_pass http://%%BACKEND%%;
         }
         location /r {

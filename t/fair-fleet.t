@@ -23,9 +23,11 @@
 #         worker 0 keeps the leases), named as the workers' lock nodes,
 #         whose data is a number (no key); nginx 0's claim is at least
 #         twice nginx 1's (six flows against one)
-#       - nginx 0's status page shows the lock's flows (2 at least) and
-#         its claim (2 flows at least), its metrics zk_lock_fair_flows and
-#         zk_lock_fair_claim; neither shows a key
+#       - nginx 0's status page shows the lock's flows (2 at least), its
+#         claim (2 flows at least) and the flows that hold the most (1 to
+#         5, by hash, in order), its metrics zk_lock_fair_flows,
+#         zk_lock_fair_claim and zk_lock_fair_flow_held; neither shows a
+#         key
 #  C. through a worker kill: as B, and 4 s in, nginx 0's worker 0 (which
 #     keeps its leases and wrote its claim) is killed (SIGKILL); its
 #     session's nodes stay until it expires (zk_session_timeout 3s), and
@@ -226,6 +228,18 @@ like($B->{metrics} // '',
 like($B->{metrics} // '',
     qr/^zk_lock_fair_flows\{path="\Q$PATH\E",type="semaphore"\} [1-9]\d*$/m,
     'B: zk_lock_fair_flows in the metrics');
+my @top = @{ $fair->{top} // [] };
+ok(@top >= 1 && @top <= 5 && !(grep { ($_->{flow} // '') !~ /^[0-9a-f]{16}$/ }
+    @top), 'B: ... the flows that hold the most, 1 to 5, by their hash')
+    or diag explain $fair;
+cmp_ok($top[0]{held} // 0, '>=', 1, 'B: ... the first holds a lease at '
+    . 'least');
+ok(!(grep { $top[$_]{held} > $top[$_ - 1]{held} } 1 .. $#top),
+    'B: ... in order of the leases they hold');
+like($B->{metrics} // '',
+    qr/^zk_lock_fair_flow_held\{path="\Q$PATH\E",type="semaphore",
+        flow="[0-9a-f]{16}"\}\ [1-9]\d*$/mx,
+    'B: zk_lock_fair_flow_held in the metrics');
 ok(!grep({ /tenant|noisy|"q\d"/ } $B->{status} // '', $B->{metrics} // ''),
     'B: no key on either');
 

@@ -33,7 +33,10 @@
 #  8. stream: nginx -t refuses fair= without keep=; two servers on one
 #     path, fair=$server_port: the quiet server's connection starts before
 #     most of the noisy server's that came before it; $zk_lock_flow in the
-#     stream log, one per server
+#     stream log, one per server; while both wait, the HTTP status page
+#     shows the stream lock's 2 flows, its claim and its flows that hold
+#     the most (the noisy one, by its $zk_lock_flow, holding and waiting),
+#     and zk_lock_fair_flows has them with layer="stream"
 #  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
 #  harness at done_testing)
 
@@ -371,11 +374,31 @@ subtest 'stream' => sub {
     ok(wait_for(sub { http_get($quiet, '/c?key=st-warm')->{status} == 200 },
                 15), 'served');
 
-    my @req = map { [ $noisy, "/c?key=st&sleep=150&rec=1&id=noisy-$_" ] }
+    my @req = map { [ $noisy, "/c?key=st&sleep=300&rec=1&id=noisy-$_" ] }
         1 .. 12;
-    push @req, [ $quiet, '/c?key=st&sleep=150&rec=1&id=quiet' ];
-    my $res = http_parallel(\@req, stagger => 0.02, timeout => 30);
+    push @req, [ $quiet, '/c?key=st&sleep=300&rec=1&id=quiet' ];
+    my $bg = http_parallel_bg(\@req, stagger => 0.02, timeout => 30);
+
+    # the HTTP status page shows the stream lock's flows, counted every
+    # quantum (600 ms) by the pool
+    my ($lock, $metrics);
+    wait_for(sub {
+        my $st = eval { $ZkLock::Test::JSON->decode(
+            http_get($ng->port, '/zk-status')->{body}) } // {};
+        ($lock) = grep { $_->{path} eq '/st/fair' } @{ $st->{stream} // [] };
+        $metrics = http_get($ng->port, '/zk-metrics')->{body} // '';
+        ($lock->{fair}{flows} // 0) >= 2;
+    }, 1.5, 0.1);
+    my $res = http_parallel_collect($bg, 40);
     is(scalar(grep { $_->{status} == 200 } @$res), 13, 'all served');
+    is($lock->{fair}{flows} // 0, 2, 'the status page: the stream lock\'s '
+       . 'flows (2) while both servers wait') or diag explain $lock;
+    ok(defined $lock->{fair}{claim} && $lock->{fair}{claim} >= 0,
+       '... and the claim');
+    like($metrics, qr/^zk_lock_fair_flows\{path="\/st\/fair",
+        type="semaphore",layer="stream"\}\ 2$/mx,
+        '... zk_lock_fair_flows with layer="stream"');
+    my %top = map { $_->{flow} => $_ } @{ $lock->{fair}{top} // [] };
     my @c = calls('st');
     my ($q) = grep { $c[$_][3] eq 'quiet' } 0 .. $#c;
     cmp_ok(defined $q ? $#c - $q : 0, '>=', 6,
@@ -392,6 +415,10 @@ subtest 'stream' => sub {
     is(scalar(keys %{ $flow{$noisy} // {} }), 1,
        '$zk_lock_flow: one flow for the noisy server');
     is(scalar(keys %{ $flow{$quiet} // {} }), 1, '... one for the quiet');
+    my ($nf) = keys %{ $flow{$noisy} // {} };
+    ok($nf && $top{$nf} && $top{$nf}{held} >= 1 && $top{$nf}{waiting} >= 1,
+       'the status page: the noisy flow, by its $zk_lock_flow, holds and '
+       . 'waits') or diag explain \%top;
     $ng->stop;
 };
 

@@ -30,6 +30,7 @@ my $HTTP = <<'EOF';
             proxy_pass http://%%BACKEND%%;
         }
         location = /zk-status { zk_lock_status_page; }
+        location = /zk-metrics { zk_lock_status_page prometheus; }
         location / { return 204; }
     }
 EOF
