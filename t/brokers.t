@@ -14,6 +14,8 @@
 #  2. two nginx in containers that share a network namespace (each
 #     master PID 1 of its own PID namespace): each serves its own lock
 #     with its own bound, no broker name taken by the other
+#  2b. fair= on one path, two such nginx x 4 workers: all served, never
+#     more than the cap across the two, the board a node per instance
 #  3. keep= on a path built from the request, with 2 workers: 40 values
 #     used once leave no node and no socket pair between the workers
 #     behind them within 3 s, though keep is 30 s; and with two requests
@@ -161,6 +163,53 @@ EOF
     }
     $_->stop for values %ng;
     ok(wait_for(sub { !zk_ephemerals($zk, '/br/ns') }, 8), 'no node left');
+};
+
+subtest 'fair= on one path, two nginx in containers sharing a network '
+    . 'namespace' => sub {
+    plan skip_all => 'unshare(1) cannot make a PID namespace here'
+        if system('unshare --pid --fork true >/dev/null 2>&1') != 0;
+
+    # the same worker numbers and pids in both: the instances must still
+    # be two, each with its own pool, asks and claim on the board
+    my @ng = map { nginx_start(<<'EOF', zk => $zk, backend => $be,
+    zk_hosts %%ZK%%;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /fns {
+            zk_semaphore /br/fns leases=4 keep=1s timeout=10s
+                         fair=$arg_tenant;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+        workers => 4, pid_namespace => 1) } 1 .. 2;
+    ok(sessions_connected(10, @ng), 'sessions up');
+
+    $be->reset;
+    my $bg = http_parallel_bg([
+        (map { [ $ng[ $_ % 2 ]->port, "/fns?key=fns&sleep=300&tenant=n" ] }
+            1 .. 24),
+        (map { [ $ng[0]->port, "/fns?key=fns&sleep=300&tenant=q$_" ] }
+            1 .. 4) ], timeout => 20, stagger => 0.01);
+    my %board;
+    wait_for(sub {
+        %board = map { $_ => 1 } zk_children($zk, '/br/fns.fair');
+        keys %board == 2 }, 5, 0.1);
+    my $res = http_parallel_collect($bg, 30);
+    is(scalar(grep { $_->{status} == 200 } @$res), 28, '28 x 200, through '
+        . "each instance's own workers")
+        or diag(join ' ', map { $_->{status} } @$res);
+    cmp_ok($be->stats('fns')->{max}, '<=', 4, 'never more than 4 at once, '
+        . 'across the two');
+    is(scalar keys %board, 2, 'the board has a node per instance, each its '
+        . 'own prefix') or diag join ' ', keys %board;
+    for my $i (0, 1) {
+        unlike($ng[$i]->error_log, qr/cannot listen|not this configur/,
+            "nginx $i: its brokers listen on their own names");
+    }
+    $_->stop for @ng;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/br') }, 8), 'no node left');
 };
 
 subtest 'keep= on a path from the request, 2 workers' => sub {
