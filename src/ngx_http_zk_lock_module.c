@@ -740,6 +740,7 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
             && ngx_strncmp(lit[i].name.data, spec->lock.name.data,
                            spec->lock.name.len) == 0)
         {
+            lit[i].fair |= (spec->lock.fair.len != 0);
             return NGX_CONF_OK;
         }
     }
@@ -755,6 +756,7 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     lit->rw = (spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
                || spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
     lit->v2 = spec->lock.v2;
+    lit->fair = (spec->lock.fair.len != 0);
     lit->file = cf->conf_file->file.name;
     lit->line = cf->conf_file->line;
 

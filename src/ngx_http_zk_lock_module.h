@@ -117,6 +117,7 @@ typedef struct {
     ngx_uint_t                    line;
     unsigned                      rw:1;
     unsigned                      v2:1;
+    unsigned                      fair:1;     /* a directive has fair= */
 } ngx_http_zk_lock_literal_t;
 
 

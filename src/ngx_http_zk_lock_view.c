@@ -14,6 +14,7 @@
 #include "ngx_zk_lock_counter.h"
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_share.h"
 #include "ngx_http_zk_lock_view.h"
 
 
@@ -46,6 +47,9 @@
 /* the shadow path of a lock in zk_lock_dry_run, see handler_dry() */
 #define NGX_HTTP_ZK_LOCK_VIEW_DRY       ".dry-run"
 
+/* fair=: the instances' claims beside a lock (board.c) */
+#define NGX_HTTP_ZK_LOCK_VIEW_BOARD     ".fair"
+
 
 typedef struct ngx_http_zk_lock_view_snap_s  ngx_http_zk_lock_view_snap_t;
 typedef struct ngx_http_zk_lock_view_lock_s  ngx_http_zk_lock_view_lock_t;
@@ -71,6 +75,15 @@ typedef struct {
 } ngx_http_zk_lock_view_child_t;
 
 
+/* fair=: an instance's claim, as its node on the board says */
+
+typedef struct {
+    ngx_http_zk_lock_view_lock_t  *lock;
+    u_char                         name[NGX_ZK_LOCK_OURS_LEN];
+    ngx_int_t                      claim;     /* thousandths; -1: unread */
+} ngx_http_zk_lock_view_claim_t;
+
+
 /* a lock path, as read */
 
 struct ngx_http_zk_lock_view_lock_s {
@@ -83,10 +96,13 @@ struct ngx_http_zk_lock_view_lock_s {
     ngx_uint_t                      n;        /* of them, read */
     ngx_http_zk_lock_view_child_t  *children;
     ngx_uint_t                      shadow;   /* its dry run's: index + 1 */
+    ngx_http_zk_lock_view_claim_t  *claims;   /* fair=: the board's */
+    ngx_uint_t                      nclaims;
     int                             rc;       /* of the listing */
     unsigned                        rw:1;     /* the read/write rule */
     unsigned                        live:1;   /* not configured literally */
     unsigned                        dry:1;    /* a shadow: see shadows() */
+    unsigned                        fair:1;   /* its board is read too */
 };
 
 
@@ -159,6 +175,16 @@ static ngx_uint_t ngx_http_zk_lock_view_known(
     ngx_http_zk_lock_view_snap_t *snap, u_char *path);
 static void ngx_http_zk_lock_view_listed(int rc,
     const struct String_vector *strings, const void *data);
+static ngx_int_t ngx_http_zk_lock_view_board(ngx_zk_lock_session_t *s,
+    ngx_http_zk_lock_view_lock_t *lock);
+static void ngx_http_zk_lock_view_board_listed(int rc,
+    const struct String_vector *strings, const void *data);
+static void ngx_http_zk_lock_view_board_data(int rc, const char *value,
+    int value_len, const struct Stat *stat, const void *data);
+static void ngx_http_zk_lock_view_board_json(
+    ngx_http_zk_lock_view_writer_t *w, ngx_http_zk_lock_view_lock_t *lock);
+static ngx_int_t ngx_http_zk_lock_view_claim(
+    ngx_http_zk_lock_view_child_t *child);
 static void ngx_http_zk_lock_view_data(int rc, const char *value,
     int value_len, const struct Stat *stat, const void *data);
 static void ngx_http_zk_lock_view_granted(ngx_http_zk_lock_view_lock_t *lock,
@@ -439,6 +465,12 @@ ngx_http_zk_lock_view_refresh(ngx_zk_lock_session_t *s)
         }
 
         snap->pending++;
+
+        if (lock[i].fair && ngx_http_zk_lock_view_board(s, &lock[i])
+                            != NGX_OK)
+        {
+            snap->failed = 1;
+        }
     }
 
     view->next = snap;
@@ -462,12 +494,13 @@ static ngx_int_t
 ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
     ngx_zk_lock_session_t *s)
 {
-    ngx_int_t                    rc;
-    ngx_uint_t                   i, leases;
-    const char                  *type;
-    ngx_http_zk_lock_view_t     *view;
-    ngx_http_zk_lock_literal_t  *lit;
-    ngx_zk_lock_counter_t       *counter;
+    ngx_int_t                      rc;
+    ngx_uint_t                     i, leases;
+    const char                    *type;
+    ngx_http_zk_lock_view_t       *view;
+    ngx_http_zk_lock_literal_t    *lit;
+    ngx_zk_lock_counter_t         *counter;
+    ngx_http_zk_lock_view_lock_t  *lock;
 
     view = &ngx_http_zk_lock_view;
 
@@ -509,6 +542,11 @@ ngx_http_zk_lock_view_literals(ngx_http_zk_lock_view_snap_t *snap,
 
             rc = ngx_http_zk_lock_view_add(snap, &lit[i].name, NULL, type,
                                            leases, 0, 0);
+
+            if (rc == NGX_OK && lit[i].fair) {
+                lock = snap->locks.elts;
+                lock[snap->locks.nelts - 1].fair = 1;
+            }
         }
 
         if (rc != NGX_OK) {
@@ -972,6 +1010,151 @@ ngx_http_zk_lock_view_listed(int rc, const struct String_vector *strings,
     ngx_http_zk_lock_view_granted(lock, s);
 
 done:
+
+    if (snap->pending == 0) {
+        ngx_http_zk_lock_view_answered(snap);
+    }
+}
+
+
+/*
+ * fair=: the board beside the lock, "<path>.fair", a node per instance
+ * whose data is its claim (see ngx_zk_lock_board.c): listed and read
+ * with the lock, its claims shown with the lock and on each node
+ */
+
+static ngx_int_t
+ngx_http_zk_lock_view_board(ngx_zk_lock_session_t *s,
+    ngx_http_zk_lock_view_lock_t *lock)
+{
+    int      rc;
+    u_char  *p, buf[NGX_ZK_LOCK_BUF_LEN + 16];
+
+    if (lock->path.len + sizeof(NGX_HTTP_ZK_LOCK_VIEW_BOARD) > sizeof(buf)) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_cpymem(buf, lock->path.data, lock->path.len);
+    ngx_memcpy(p, NGX_HTTP_ZK_LOCK_VIEW_BOARD,
+               sizeof(NGX_HTTP_ZK_LOCK_VIEW_BOARD));
+
+    rc = zoo_aget_children(s->zh, (char *) buf, 0,
+                           ngx_http_zk_lock_view_board_listed, lock);
+
+    if (rc != ZOK) {
+        ngx_log_error(NGX_LOG_ERR, &s->log, 0,
+                      "zoo_aget_children(\"%s\") failed (%d: %s)",
+                      buf, rc, zerror(rc));
+        return NGX_ERROR;
+    }
+
+    lock->snap->pending++;
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_zk_lock_view_board_listed(int rc,
+    const struct String_vector *strings, const void *data)
+{
+    ngx_http_zk_lock_view_lock_t *lock = (ngx_http_zk_lock_view_lock_t *) data;
+
+    int                             erc;
+    u_char                         *p;
+    ngx_uint_t                      i, n;
+    ngx_zk_lock_session_t          *s;
+    ngx_http_zk_lock_view_snap_t   *snap;
+    ngx_http_zk_lock_view_claim_t  *claim;
+    u_char                          buf[NGX_ZK_LOCK_BUF_LEN + 64];
+
+    snap = lock->snap;
+    s = ngx_http_zk_lock_view.lmcf->session;
+
+    snap->pending--;
+
+    if (s->exiting) {
+        return;
+    }
+
+    if (rc != ZOK || strings == NULL || strings->count <= 0) {
+        /* no board (ZNONODE): nobody claims, not a failure */
+        snap->failed |= (rc != ZOK && rc != ZNONODE);
+        goto done;
+    }
+
+    n = ngx_min((ngx_uint_t) strings->count, NGX_HTTP_ZK_LOCK_VIEW_MAX);
+
+    lock->claims = ngx_pcalloc(snap->pool,
+                               n * sizeof(ngx_http_zk_lock_view_claim_t));
+    if (lock->claims == NULL) {
+        snap->failed = 1;
+        goto done;
+    }
+
+    ngx_zk_lock_session_batch(s);
+
+    for (i = 0; i < (ngx_uint_t) strings->count && lock->nclaims < n; i++) {
+
+        /* an instance's node is named by its worker's prefix; others not */
+
+        if (ngx_strlen(strings->data[i]) != NGX_ZK_LOCK_OURS_LEN) {
+            continue;
+        }
+
+        claim = &lock->claims[lock->nclaims++];
+        claim->lock = lock;
+        claim->claim = -1;
+        ngx_memcpy(claim->name, strings->data[i], NGX_ZK_LOCK_OURS_LEN);
+
+        p = ngx_snprintf(buf, sizeof(buf) - 1, "%V%s/%*s", &lock->path,
+                         NGX_HTTP_ZK_LOCK_VIEW_BOARD,
+                         (size_t) NGX_ZK_LOCK_OURS_LEN, claim->name);
+        *p = '\0';
+
+        erc = zoo_aget(s->zh, (char *) buf, 0,
+                       ngx_http_zk_lock_view_board_data, claim);
+
+        if (erc != ZOK) {
+            snap->failed = 1;
+            continue;
+        }
+
+        snap->pending++;
+    }
+
+done:
+
+    if (snap->pending == 0) {
+        ngx_http_zk_lock_view_answered(snap);
+    }
+}
+
+
+static void
+ngx_http_zk_lock_view_board_data(int rc, const char *value, int value_len,
+    const struct Stat *stat, const void *data)
+{
+    ngx_http_zk_lock_view_claim_t *claim =
+                                        (ngx_http_zk_lock_view_claim_t *) data;
+
+    ngx_http_zk_lock_view_snap_t  *snap;
+
+    snap = claim->lock->snap;
+
+    snap->pending--;
+
+    if (ngx_http_zk_lock_view.lmcf->session->exiting) {
+        return;
+    }
+
+    if (rc == ZOK && value && value_len > 0) {
+        /* a number; anybody's other data is no claim (-1) */
+        claim->claim = ngx_atoi((u_char *) value, value_len);
+
+    } else if (rc != ZOK && rc != ZNONODE) {
+        snap->failed = 1;
+    }
 
     if (snap->pending == 0) {
         ngx_http_zk_lock_view_answered(snap);
@@ -1477,6 +1660,7 @@ ngx_http_zk_lock_view_lock_json(ngx_http_zk_lock_view_writer_t *w,
                                  lock->live ? "live" : "configured");
 
     ngx_http_zk_lock_view_nodes_json(w, lock);
+    ngx_http_zk_lock_view_board_json(w, lock);
 
     /* the requests in dry run, on the shadow path, under their lock */
 
@@ -1573,6 +1757,7 @@ static void
 ngx_http_zk_lock_view_node_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_child_t *child)
 {
+    ngx_int_t                      claim;
     ngx_uint_t                     cut;
     const char                    *kind;
     ngx_http_zk_lock_view_info_t   info;
@@ -1580,6 +1765,20 @@ ngx_http_zk_lock_view_node_json(ngx_http_zk_lock_view_writer_t *w,
     kind = child->write ? "write"
            : ngx_strstr(child->name.data, "__READ__") ? "read"
            : ngx_strstr(child->name.data, "-lease-") ? "lease" : "lock";
+
+    /* fair=: the claim of the node's instance; none for Curator's */
+
+    if (child->lock->fair) {
+        claim = ngx_http_zk_lock_view_claim(child);
+
+        if (claim < 0) {
+            ngx_http_zk_lock_view_printf(w, "\"claim\":null,");
+
+        } else {
+            ngx_http_zk_lock_view_printf(w, "\"claim\":%i.%03i,",
+                                         claim / 1000, claim % 1000);
+        }
+    }
 
     ngx_http_zk_lock_view_printf(w, "\"node\":\"");
     ngx_http_zk_lock_view_text(w, child->name.data, child->name.len, 0);
@@ -1630,6 +1829,79 @@ ngx_http_zk_lock_view_node_json(ngx_http_zk_lock_view_writer_t *w,
     ngx_http_zk_lock_view_printf(w, "\",\"uri\":\"");
     ngx_http_zk_lock_view_text(w, info.uri.data, info.uri.len, 0);
     ngx_http_zk_lock_view_printf(w, "\"}");
+}
+
+
+/*
+ * fair=: the board's claims, by instance (the prefix of its workers'
+ * nodes), in flows
+ */
+
+static void
+ngx_http_zk_lock_view_board_json(ngx_http_zk_lock_view_writer_t *w,
+    ngx_http_zk_lock_view_lock_t *lock)
+{
+    ngx_uint_t  i;
+
+    if (!lock->fair) {
+        return;
+    }
+
+    ngx_http_zk_lock_view_printf(w, ",\"fair\":{\"path\":\"");
+    ngx_http_zk_lock_view_text(w, lock->path.data, lock->path.len, 0);
+    ngx_http_zk_lock_view_printf(w, NGX_HTTP_ZK_LOCK_VIEW_BOARD
+                                 "\",\"instances\":[");
+
+    for (i = 0; i < lock->nclaims; i++) {
+
+        /* anybody may make a node there: its name as text, escaped */
+
+        ngx_http_zk_lock_view_printf(w, "%s{\"instance\":\"",
+                                     i ? "," : "");
+        ngx_http_zk_lock_view_text(w, lock->claims[i].name,
+                                   NGX_ZK_LOCK_INSTANCE_LEN, 0);
+        ngx_http_zk_lock_view_printf(w, "\",");
+
+        if (lock->claims[i].claim < 0) {
+            ngx_http_zk_lock_view_printf(w, "\"claim\":null}");
+
+        } else {
+            ngx_http_zk_lock_view_printf(w, "\"claim\":%i.%03i}",
+                                         lock->claims[i].claim / 1000,
+                                         lock->claims[i].claim % 1000);
+        }
+    }
+
+    ngx_http_zk_lock_view_printf(w, "]}");
+}
+
+
+/* fair=: the claim of a node's instance, -1 if it has none */
+
+static ngx_int_t
+ngx_http_zk_lock_view_claim(ngx_http_zk_lock_view_child_t *child)
+{
+    ngx_uint_t                     i;
+    ngx_http_zk_lock_view_lock_t  *lock;
+
+    lock = child->lock;
+
+    if (child->name.len <= NGX_ZK_LOCK_OURS_LEN
+        || ngx_strncmp(child->name.data, "_c_", 3) != 0)
+    {
+        return -1;
+    }
+
+    for (i = 0; i < lock->nclaims; i++) {
+        if (ngx_memcmp(lock->claims[i].name, child->name.data,
+                       NGX_ZK_LOCK_INSTANCE_LEN)
+            == 0)
+        {
+            return lock->claims[i].claim;
+        }
+    }
+
+    return -1;
 }
 
 
@@ -2034,7 +2306,8 @@ static ngx_str_t  ngx_http_zk_lock_view_page = ngx_string(
 "req=d.kept?'kept for '+d.kept_for+' idle':d.method+' '+d.uri}\n"
 "else if(d.client==='curator')who=d.data;\n"
 "td(tr,'pos',d.position);td(tr,'state',st);td(tr,'for',fw);\n"
-"td(tr,'client',d.client||'?');\n"
+"td(tr,'client',(d.client||'?')+(typeof d.claim==='number'?\n"
+"' \\u00b7 claim '+d.claim.toFixed(1):''));\n"
 "td(tr,'host',cut(who,40),full(who)+\n"
 "(typeof d.data_bytes==='number'?' ('+d.data_bytes+' bytes)':''));\n"
 "td(tr,'pid',d.pid||'');td(tr,'req',cut(req,60),full(req));\n"
@@ -2061,6 +2334,8 @@ static ngx_str_t  ngx_http_zk_lock_view_page = ngx_string(
 "(l.leases!==null?', '+l.leases+' lease'+(l.leases===1?'':'s'):'')+\n"
 "' \\u00b7 '+l.holders+' holding, '+l.waiting+' waiting'+\n"
 "(dry?' \\u00b7 '+dry+' in dry run':'')+\n"
+"(l.fair?' \\u00b7 fair=, '+l.fair.instances.length+' instance'+\n"
+"(l.fair.instances.length===1?'':'s')+' claiming':'')+\n"
 "(l.source==='live'?' \\u00b7 live in this worker':'')));\n"
 "sec.appendChild(h);\n"
 "if(j.stale)sec.appendChild(el('p','stale','stale: as read '+\n"

@@ -468,7 +468,7 @@ ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair, ngx_zk_lock_fair_top_t *top)
 
         t.id = f->id;
         t.held = f->held;
-        t.waiting = f->tickets - f->held;
+        t.waiting = (f->tickets > f->held) ? f->tickets - f->held : 0;
         t.weight = f->weight;
 
         n = ngx_zk_lock_fair_rank(top, n, &t);

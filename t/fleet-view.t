@@ -28,6 +28,11 @@
 #  7. held for: since the grant, not since the request came: exact from
 #     the nginx whose request it is; from another, at most since the last
 #     read that saw it wait
+#  7b. fair=: the lock's board ("<path>.fair") with a claim for each
+#     nginx that contends, by its instance's prefix, and anybody's node
+#     there with its name escaped and no claim; each nginx node with its
+#     instance's claim, a foreign node with none; no "fair" on a lock
+#     without fair=
 #  8. a read that takes too long (replies swallowed by a proxy): the last
 #     snapshot after the wait, marked stale; a client that closes while
 #     it waits is unlinked
@@ -94,6 +99,11 @@ my $conf = <<'EOF';
         location /f/ {
             zk_mutex /fv/f timeout=1s;
             return 204;
+        }
+        location /fr/ {
+            zk_semaphore /fv/fr leases=2 keep=1s timeout=10s
+                         fair=$arg_tenant;
+            proxy_pass http://%%BACKEND%%;
         }
         location = /fleet      { zk_lock_fleet_view; }
         location = /fleet.json { zk_lock_fleet_view json; }
@@ -538,6 +548,52 @@ subtest 'held for: since the grant' => sub {
     is(bg_wait($a1), 200, 'A1');
     is(bg_wait($a2), 200, 'A2');
     $ng3->stop;
+};
+
+subtest 'fair=: the claims on the board, by instance and node' => sub {
+    # a foreign holder first (no claim: the external flow), then both
+    # nginx contend: each writes its claim in /fv/fr.fair
+    my $ext = zk_create($zk, '/fv/fr/' . curator_name(), sequence => 1,
+        makepath => 1, data => '10.0.0.9');
+    # and anybody's node on the board, its name of an instance's length
+    my $odd = zk_create($zk, q{/fv/fr.fair/_c_"<b>x&y'z"-1234567},
+        makepath => 1, data => 'x1');
+    my $bg = http_parallel_bg([
+        (map { [ $ng1->port, "/fr/$_?key=fr&sleep=2500&tenant=t$_" ] }
+            1 .. 4),
+        (map { [ $ng2->port, "/fr/$_?key=fr&sleep=2500&tenant=u" ] }
+            1 .. 4) ], timeout => 30, stagger => 0.02);
+    my $l;
+    ok(wait_for(sub {
+        $l = lock_in(view($ng1), '/fv/fr');
+        (grep { defined $_->{claim} } @{ $l->{fair}{instances} // [] })
+            == 2 }, 10, 0.2),
+        'the view shows the board: a claim for each nginx')
+        or diag explain $l->{fair};
+    my %claim = map { $_->{instance} => $_->{claim} }
+        @{ $l->{fair}{instances} // [] };
+    is($l->{fair}{path}, '/fv/fr.fair', 'the board\'s path');
+    my $odd_instance = q{_c_"<b>x&y'};
+    ok(exists $claim{$odd_instance} && !defined $claim{$odd_instance},
+        "anybody's node: its name escaped, no claim from its data")
+        or diag explain $l->{fair};
+    delete $claim{$odd_instance};
+    ok(keys %claim == 2 && !(grep { !/^_c_[0-9a-f]{8}$/ } keys %claim),
+        'instances by the prefix of their workers\' nodes');
+    my @ours = grep { ($_->{client} // '') eq 'nginx' } @{ $l->{nodes} };
+    ok(@ours && !(grep { !defined $_->{claim}
+        || $_->{claim} != ($claim{ substr($_->{node}, 0, 11) } // -1) }
+        @ours), "each nginx node shows its instance's claim")
+        or diag explain [ $l->{nodes}, \%claim ];
+    my ($foreign) = grep { ($_->{client} // '') eq 'curator' }
+        @{ $l->{nodes} };
+    ok($foreign && exists $foreign->{claim} && !defined $foreign->{claim},
+        'the foreign node: no claim') or diag explain $foreign;
+    ok(!(grep { exists $_->{fair} } grep { $_->{path} ne '/fv/fr' }
+        @{ view($ng1)->{locks} }), 'a lock without fair= has no "fair"');
+    zk_delete($zk, $_) for $ext, $odd;
+    is(scalar(grep { $_->{status} == 200 } @{ http_parallel_collect($bg,
+        40) }), 8, 'all served');
 };
 
 subtest 'a read that takes too long; a client gone while it waits' => sub {
