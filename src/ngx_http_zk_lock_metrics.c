@@ -383,11 +383,7 @@ ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
     g->flows = flows;
     g->claim = claim;
 
-    ngx_memzero(g->top, sizeof(g->top));
-
-    if (ntop) {
-        ngx_memcpy(g->top, top, ntop * sizeof(ngx_zk_lock_fair_top_t));
-    }
+    ngx_zk_lock_fair_top_set(g->top, top, ntop);
 }
 
 
@@ -397,16 +393,14 @@ ngx_uint_t
 ngx_http_zk_lock_metrics_top(ngx_http_zk_lock_counts_t *c, ngx_uint_t i,
     ngx_zk_lock_fair_top_t *top)
 {
-    ngx_uint_t                  k, j, n;
+    ngx_uint_t                  k, n;
     ngx_http_zk_lock_gauges_t  *g;
 
     g = &c->shm->gauges[i * c->shm->nslots];
     n = 0;
 
     for (k = 0; k < c->shm->nslots; k++) {
-        for (j = 0; j < NGX_ZK_LOCK_FAIR_TOP && g[k].top[j].id; j++) {
-            n = ngx_zk_lock_fair_rank(top, n, &g[k].top[j]);
-        }
+        n = ngx_zk_lock_fair_top_add(top, n, g[k].top);
     }
 
     return n;

@@ -88,6 +88,8 @@ static void ngx_zk_lock_fair_tally(ngx_zk_lock_fair_flow_t *f);
 static uint64_t ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_flow_t *f, ngx_msec_t window);
 static void ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair);
+static ngx_uint_t ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top,
+    ngx_uint_t n, ngx_zk_lock_fair_top_t *t);
 
 
 static u_char  ngx_zk_lock_fair_key[16];
@@ -483,7 +485,7 @@ ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair, ngx_zk_lock_fair_top_t *top)
  * dropped when there are TOP): how many there are then
  */
 
-ngx_uint_t
+static ngx_uint_t
 ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
     ngx_zk_lock_fair_top_t *t)
 {
@@ -507,6 +509,39 @@ ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
     }
 
     return ngx_min(n + 1, NGX_ZK_LOCK_FAIR_TOP);
+}
+
+
+/*
+ * A worker's slot of a layer's gauges (shared memory): its top flows as
+ * reported, the rest emptied (an id of 0)
+ */
+
+void
+ngx_zk_lock_fair_top_set(ngx_zk_lock_fair_top_t *slot,
+    ngx_zk_lock_fair_top_t *top, ngx_uint_t n)
+{
+    ngx_memzero(slot, NGX_ZK_LOCK_FAIR_TOP * sizeof(ngx_zk_lock_fair_top_t));
+
+    if (n) {
+        ngx_memcpy(slot, top, n * sizeof(ngx_zk_lock_fair_top_t));
+    }
+}
+
+
+/* a worker's slot added to the "n" top flows of all: how many then */
+
+ngx_uint_t
+ngx_zk_lock_fair_top_add(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
+    ngx_zk_lock_fair_top_t *slot)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < NGX_ZK_LOCK_FAIR_TOP && slot[i].id; i++) {
+        n = ngx_zk_lock_fair_rank(top, n, &slot[i]);
+    }
+
+    return n;
 }
 
 

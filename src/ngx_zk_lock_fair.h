@@ -84,8 +84,10 @@ ngx_zk_lock_node_t *ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
 ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
 ngx_uint_t ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_top_t *top);
-ngx_uint_t ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
-    ngx_zk_lock_fair_top_t *t);
+void ngx_zk_lock_fair_top_set(ngx_zk_lock_fair_top_t *slot,
+    ngx_zk_lock_fair_top_t *top, ngx_uint_t n);
+ngx_uint_t ngx_zk_lock_fair_top_add(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
+    ngx_zk_lock_fair_top_t *slot);
 
 
 #endif /* _NGX_ZK_LOCK_FAIR_H_INCLUDED_ */

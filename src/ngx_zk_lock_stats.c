@@ -230,11 +230,7 @@ ngx_zk_lock_stats_top_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
 
     g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots + st->slot];
 
-    ngx_memzero(g->top, sizeof(g->top));
-
-    if (n) {
-        ngx_memcpy(g->top, top, n * sizeof(ngx_zk_lock_fair_top_t));
-    }
+    ngx_zk_lock_fair_top_set(g->top, top, n);
 }
 
 
@@ -244,16 +240,14 @@ ngx_uint_t
 ngx_zk_lock_stats_top(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_zk_lock_fair_top_t *top)
 {
-    ngx_uint_t                   s, j, n;
+    ngx_uint_t                   s, n;
     ngx_zk_lock_stats_gauges_t  *g;
 
     g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots];
     n = 0;
 
     for (s = 0; s < st->nslots; s++) {
-        for (j = 0; j < NGX_ZK_LOCK_FAIR_TOP && g[s].top[j].id; j++) {
-            n = ngx_zk_lock_fair_rank(top, n, &g[s].top[j]);
-        }
+        n = ngx_zk_lock_fair_top_add(top, n, g[s].top);
     }
 
     return n;
