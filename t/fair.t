@@ -382,24 +382,24 @@ subtest 'stream' => sub {
 
     # the HTTP status page shows the stream lock's flows, counted every
     # quantum (600 ms) by the pool
-    my ($lock, $metrics);
+    my ($entry, $metrics);
     wait_for(sub {
         my $st = eval { $ZkLock::Test::JSON->decode(
             http_get($ng->port, '/zk-status')->{body}) } // {};
-        ($lock) = grep { $_->{path} eq '/st/fair' } @{ $st->{stream} // [] };
+        ($entry) = grep { $_->{path} eq '/st/fair' } @{ $st->{stream} // [] };
         $metrics = http_get($ng->port, '/zk-metrics')->{body} // '';
-        ($lock->{fair}{flows} // 0) >= 2;
+        ($entry->{fair}{flows} // 0) >= 2;
     }, 3, 0.1);
     my $res = http_parallel_collect($bg, 40);
     is(scalar(grep { $_->{status} == 200 } @$res), 15, 'all served');
-    is($lock->{fair}{flows} // 0, 2, 'the status page: the stream lock\'s '
-       . 'flows (2) while both servers wait') or diag explain $lock;
-    ok(defined $lock->{fair}{claim} && $lock->{fair}{claim} >= 0,
+    is($entry->{fair}{flows} // 0, 2, 'the status page: the stream lock\'s '
+       . 'flows (2) while both servers wait') or diag explain $entry;
+    ok(defined $entry->{fair}{claim} && $entry->{fair}{claim} >= 0,
        '... and the claim');
     like($metrics, qr/^zk_lock_fair_flows\{path="\/st\/fair",
         type="semaphore",layer="stream"\}\ 2$/mx,
         '... zk_lock_fair_flows with layer="stream"');
-    my %top = map { $_->{flow} => $_ } @{ $lock->{fair}{top} // [] };
+    my %top = map { $_->{flow} => $_ } @{ $entry->{fair}{top} // [] };
     my @c = calls('st');
     my ($q) = grep { $c[$_][3] eq 'quiet' } 0 .. $#c;
     cmp_ok(defined $q ? $#c - $q : 0, '>=', 6,
