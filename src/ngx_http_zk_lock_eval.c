@@ -57,8 +57,9 @@ ngx_http_zk_lock_eval(ngx_http_request_t *r,
 
 
 /*
- * The request's flow (fair=): its key hashed, and its weight from 1 to
- * 1000, else 400 before any node is made
+ * The request's flow (fair=) and class (priority=): its key hashed, its
+ * weight from 1 to 1000, else 400 before any node is made; with
+ * priority= alone, the class's one flow
  */
 
 static ngx_int_t
@@ -66,19 +67,26 @@ ngx_http_zk_lock_eval_flow(ngx_http_request_t *r,
     ngx_http_zk_lock_spec_t *spec, ngx_zk_lock_flow_t *flow)
 {
     ngx_int_t   rc;
-    ngx_str_t   key, weight;
+    ngx_str_t   key, weight, class;
 
     flow->id = 0;
     flow->weight = 0;
+    flow->cls = 0;
+    ngx_str_null(&key);
     ngx_str_null(&weight);
+    ngx_str_null(&class);
 
-    if (spec->fair_cv == NULL) {
+    if (spec->fair_cv == NULL && spec->priority_cv == NULL) {
         return NGX_OK;
     }
 
-    if (ngx_http_complex_value(r, spec->fair_cv, &key) != NGX_OK
+    if ((spec->fair_cv
+         && ngx_http_complex_value(r, spec->fair_cv, &key) != NGX_OK)
         || (spec->fair_weight_cv
             && ngx_http_complex_value(r, spec->fair_weight_cv, &weight)
+               != NGX_OK)
+        || (spec->priority_cv
+            && ngx_http_complex_value(r, spec->priority_cv, &class)
                != NGX_OK))
     {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -86,6 +94,7 @@ ngx_http_zk_lock_eval_flow(ngx_http_request_t *r,
 
     rc = ngx_zk_lock_fair_flow(flow, &spec->lock, &key,
                                spec->fair_weight_cv ? &weight : NULL,
+                               spec->priority_cv ? &class : NULL,
                                r->connection->log);
 
     return (rc == NGX_DECLINED) ? NGX_HTTP_BAD_REQUEST : rc;

@@ -128,6 +128,13 @@ static ngx_command_t  ngx_http_zk_lock_commands[] = {
       offsetof(ngx_http_zk_lock_main_conf_t, zk.sessions),
       &ngx_zk_lock_conf_sessions_bounds },
 
+    { ngx_string("zk_lock_class"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_zk_lock_conf_class,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_zk_lock_main_conf_t, zk),
+      NULL },
+
     { ngx_string("zk_lock_max_path"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
@@ -518,12 +525,16 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+
     ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
     spec->lock.report = ngx_http_zk_lock_metrics_keep;
     spec->lock.fair_report = ngx_http_zk_lock_metrics_fair;
+    spec->lock.classes = &lmcf->zk.classes;
     spec->weight_cv = NULL;
     spec->fair_cv = NULL;
     spec->fair_weight_cv = NULL;
+    spec->priority_cv = NULL;
 
     if (ngx_http_zk_lock_compile_path(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -562,11 +573,17 @@ ngx_http_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
-    if (ngx_http_zk_lock_counter_reach(cf, spec) != NGX_CONF_OK) {
+    if (spec->lock.priority.len
+        && ngx_http_zk_lock_compile(cf, &spec->lock.priority,
+                                    &spec->priority_cv)
+           != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 
-    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_zk_lock_module);
+    if (ngx_http_zk_lock_counter_reach(cf, spec) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     if (lmcf->used.data == NULL) {
         lmcf->used = cmd->name;
@@ -670,7 +687,7 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
     }
 
     metric = lmcf->metrics->elts;
-    metric[i].fair |= (spec->lock.fair.len != 0);
+    metric[i].fair |= ngx_zk_lock_params_flows(&spec->lock);
 
     if (ngx_zk_lock_params_number(cf, &lmcf->specs, spec,
                                   sizeof(ngx_http_zk_lock_spec_t))
@@ -740,7 +757,7 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
             && ngx_strncmp(lit[i].name.data, spec->lock.name.data,
                            spec->lock.name.len) == 0)
         {
-            lit[i].fair |= (spec->lock.fair.len != 0);
+            lit[i].fair |= ngx_zk_lock_params_flows(&spec->lock);
             return NGX_CONF_OK;
         }
     }
@@ -756,7 +773,7 @@ ngx_http_zk_lock_same_recipe(ngx_conf_t *cf,
     lit->rw = (spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_READ
                || spec->lock.type == NGX_HTTP_ZK_LOCK_RWLOCK_WRITE);
     lit->v2 = spec->lock.v2;
-    lit->fair = (spec->lock.fair.len != 0);
+    lit->fair = ngx_zk_lock_params_flows(&spec->lock);
     lit->file = cf->conf_file->file.name;
     lit->line = cf->conf_file->line;
 

@@ -69,6 +69,7 @@ typedef struct {
     ngx_http_complex_value_t     *weight_cv;  /* lock.weight_var */
     ngx_http_complex_value_t     *fair_cv;    /* lock.fair */
     ngx_http_complex_value_t     *fair_weight_cv; /* lock.fair_weight_var */
+    ngx_http_complex_value_t     *priority_cv; /* lock.priority */
 } ngx_http_zk_lock_spec_t;
 
 

@@ -1138,6 +1138,7 @@ ngx_http_zk_lock_view_board_data(int rc, const char *value, int value_len,
     ngx_http_zk_lock_view_claim_t *claim =
                                         (ngx_http_zk_lock_view_claim_t *) data;
 
+    u_char                        *end;
     ngx_http_zk_lock_view_snap_t  *snap;
 
     snap = claim->lock->snap;
@@ -1149,8 +1150,14 @@ ngx_http_zk_lock_view_board_data(int rc, const char *value, int value_len,
     }
 
     if (rc == ZOK && value && value_len > 0) {
-        /* a number; anybody's other data is no claim (-1) */
-        claim->claim = ngx_atoi((u_char *) value, value_len);
+        /*
+         * a number, and with priority= its classes after a space (not
+         * shown); anybody's other data is no claim (-1)
+         */
+        end = ngx_strlchr((u_char *) value, (u_char *) value + value_len,
+                          ' ');
+        claim->claim = ngx_atoi((u_char *) value,
+                                end ? end - (u_char *) value : value_len);
 
     } else if (rc != ZOK && rc != ZNONODE) {
         snap->failed = 1;

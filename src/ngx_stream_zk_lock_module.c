@@ -104,6 +104,13 @@ static ngx_command_t  ngx_stream_zk_lock_commands[] = {
       offsetof(ngx_stream_zk_lock_main_conf_t, zk.sessions),
       &ngx_zk_lock_conf_sessions_bounds },
 
+    { ngx_string("zk_lock_class"),
+      NGX_STREAM_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_zk_lock_conf_class,
+      NGX_STREAM_MAIN_CONF_OFFSET,
+      offsetof(ngx_stream_zk_lock_main_conf_t, zk),
+      NULL },
+
     { ngx_string("zk_lock_max_waiting"),
       NGX_STREAM_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
@@ -339,9 +346,13 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    smcf = ngx_stream_conf_get_module_main_conf(cf,
+                                                ngx_stream_zk_lock_module);
+
     ngx_memzero(spec, sizeof(ngx_stream_zk_lock_spec_t));
     ngx_zk_lock_params_init(&spec->lock, cmd->offset, &value[1]);
     spec->lock.fair_report = ngx_stream_zk_lock_fair_report;
+    spec->lock.classes = &smcf->zk.classes;
 
     if (ngx_stream_zk_lock_compile(cf, spec) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
@@ -394,8 +405,13 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         }
     }
 
-    smcf = ngx_stream_conf_get_module_main_conf(cf,
-                                                ngx_stream_zk_lock_module);
+    if (spec->lock.priority.len) {
+        spec->priority_cv = ngx_stream_zk_lock_variables_compile(cf,
+                                                     &spec->lock.priority);
+        if (spec->priority_cv == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
 
     if (smcf->used.data == NULL) {
         smcf->used = cmd->name;
@@ -409,7 +425,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     spec->stat = rc;
 
-    if (spec->lock.fair.len) {
+    if (ngx_zk_lock_params_flows(&spec->lock)) {
         n = smcf->stat_names->elts;
         n[rc].fair = 1;
     }

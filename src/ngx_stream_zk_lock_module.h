@@ -31,6 +31,7 @@ typedef struct {
     ngx_stream_complex_value_t   *weight_cv;  /* lock.weight_var */
     ngx_stream_complex_value_t   *fair_cv;    /* lock.fair */
     ngx_stream_complex_value_t   *fair_weight_cv; /* lock.fair_weight_var */
+    ngx_stream_complex_value_t   *priority_cv; /* lock.priority */
     ngx_uint_t                    stat;       /* its counters' index */
     ngx_uint_t                    local;      /* its local leases' index */
 } ngx_stream_zk_lock_spec_t;

@@ -196,27 +196,34 @@ ngx_stream_zk_lock_variables_weight(ngx_stream_session_t *s,
 
 
 /*
- * The connection's flow (fair=): its key hashed, and its weight from 1 to
- * 1000, else the connection is refused
+ * The connection's flow (fair=) and class (priority=): its key hashed,
+ * and its weight from 1 to 1000, else the connection is refused
  */
 
 ngx_int_t
 ngx_stream_zk_lock_variables_flow(ngx_stream_session_t *s,
     ngx_stream_zk_lock_spec_t *spec, ngx_zk_lock_flow_t *flow)
 {
-    ngx_str_t  key, weight;
+    ngx_str_t  key, weight, class;
 
     flow->id = 0;
     flow->weight = 0;
+    flow->cls = 0;
+    ngx_str_null(&key);
     ngx_str_null(&weight);
+    ngx_str_null(&class);
 
-    if (spec->fair_cv == NULL) {
+    if (spec->fair_cv == NULL && spec->priority_cv == NULL) {
         return NGX_OK;
     }
 
-    if (ngx_stream_complex_value(s, spec->fair_cv, &key) != NGX_OK
+    if ((spec->fair_cv
+         && ngx_stream_complex_value(s, spec->fair_cv, &key) != NGX_OK)
         || (spec->fair_weight_cv
             && ngx_stream_complex_value(s, spec->fair_weight_cv, &weight)
+               != NGX_OK)
+        || (spec->priority_cv
+            && ngx_stream_complex_value(s, spec->priority_cv, &class)
                != NGX_OK))
     {
         return NGX_ERROR;
@@ -224,6 +231,7 @@ ngx_stream_zk_lock_variables_flow(ngx_stream_session_t *s,
 
     return ngx_zk_lock_fair_flow(flow, &spec->lock, &key,
                                  spec->fair_weight_cv ? &weight : NULL,
+                                 spec->priority_cv ? &class : NULL,
                                  s->connection->log);
 }
 

@@ -29,9 +29,17 @@
 #define NGX_ZK_LOCK_BOARD_QUANTUM  600
 
 
+/* a report's data, at most: the claim, and each class's claim and demand */
+#define NGX_ZK_LOCK_BOARD_DATA                                           \
+    (NGX_INT_T_LEN + NGX_ZK_LOCK_CLASS_MAX                               \
+                     * (NGX_ZK_LOCK_CLASS_NAME + 2 * NGX_INT_T_LEN + 3))
+
+
 typedef struct {
     u_char                        name[NGX_ZK_LOCK_OURS_LEN];
     ngx_uint_t                    claim;      /* 0: not read, or invalid */
+    ngx_zk_lock_board_class_t     cls;        /* priority=: by our index */
+    unsigned                      plain:1;    /* no class in it */
 } ngx_zk_lock_report_t;
 
 
@@ -46,6 +54,10 @@ struct ngx_zk_lock_board_s {
 
     ngx_uint_t                    claim;      /* ours, to write */
     ngx_uint_t                    written;    /* ... as last written */
+    ngx_zk_lock_classes_t        *classes;    /* priority=: NULL none */
+    ngx_zk_lock_board_class_t     cls;        /* ours, to write */
+    ngx_zk_lock_board_class_t     wcls;       /* ... as last written */
+    uint64_t                      factor[NGX_ZK_LOCK_CLASS_MAX];
     ngx_uint_t                    generation; /* the session of our node */
     ngx_msec_t                    next;       /* no write before */
 
@@ -80,6 +92,9 @@ static void ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
 static void ngx_zk_lock_board_read(ngx_zk_lock_board_t *b, u_char *name);
 static void ngx_zk_lock_board_got(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data);
+static void ngx_zk_lock_board_parse(ngx_zk_lock_board_t *b,
+    ngx_zk_lock_report_t *report, u_char *p, u_char *last);
+static ngx_uint_t ngx_zk_lock_board_moved(ngx_zk_lock_board_t *b);
 static ngx_zk_lock_report_t *ngx_zk_lock_board_report(
     ngx_zk_lock_report_t *reports, ngx_uint_t n, u_char *name);
 static void ngx_zk_lock_board_write(ngx_zk_lock_board_t *b);
@@ -97,10 +112,14 @@ static int ngx_libc_cdecl ngx_zk_lock_board_cmp(const void *one,
     const void *two);
 
 
-/* a pool on "path" serves fair flows: the board of the path, made once */
+/*
+ * a pool on "path" serves fair flows: the board of the path, made once;
+ * with priority=, of the first pool's classes
+ */
 
 ngx_zk_lock_board_t *
-ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path)
+ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path,
+    ngx_zk_lock_classes_t *classes)
 {
     size_t                len;
     ngx_zk_lock_board_t  *b;
@@ -125,6 +144,7 @@ ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path)
 
     b->session = s;
     b->refs = 1;
+    b->classes = classes;
     b->len = len;
     ngx_sprintf(b->path, "%V" NGX_ZK_LOCK_BOARD_SUFFIX "%Z", path);
 
@@ -318,7 +338,13 @@ ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
         ngx_memcpy(r->name, name, NGX_ZK_LOCK_OURS_LEN);
 
         old = ngx_zk_lock_board_report(b->reports, b->nreports, name);
-        r->claim = old ? old->claim : 0;
+
+        if (old) {
+            *r = *old;
+
+        } else {
+            r->claim = 0;
+        }
     }
 
     if (b->reports) {
@@ -381,7 +407,6 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
 {
     ngx_zk_lock_board_read_t  *r = (ngx_zk_lock_board_read_t *) data;
 
-    ngx_int_t              claim;
     ngx_zk_lock_board_t   *b;
     ngx_zk_lock_report_t  *report;
 
@@ -400,12 +425,67 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
         return;
     }
 
-    /* another's: what it is not, one flow (share.c) */
+    ngx_zk_lock_board_parse(b, report, (u_char *) value,
+                            (u_char *) value + value_len);
+}
 
-    claim = ngx_atoi((u_char *) value, value_len);
+
+/*
+ * Another's report, "<claim>[ <class>=<claim>/<demand> ...]": what it is
+ * not, one flow (share.c); a class we do not know, the default's; a
+ * report with no class, the default's claim, which wants every lease
+ */
+
+static void
+ngx_zk_lock_board_parse(ngx_zk_lock_board_t *b, ngx_zk_lock_report_t *report,
+    u_char *p, u_char *last)
+{
+    u_char                 *end, *eq, *slash;
+    ngx_int_t               claim, demand;
+    ngx_uint_t              k;
+    ngx_zk_lock_classes_t  *cl;
+
+    ngx_memzero(&report->cls, sizeof(ngx_zk_lock_board_class_t));
+    report->plain = 1;
+
+    end = ngx_strlchr(p, last, ' ');
+    end = end ? end : last;
+
+    claim = ngx_atoi(p, end - p);
 
     report->claim = (claim > 0 && claim <= NGX_ZK_LOCK_SHARE_WEIGHT_MAX)
                     ? (ngx_uint_t) claim : 0;
+
+    cl = b->classes;
+
+    while (cl && cl->n && end < last) {
+        p = end + 1;
+        end = ngx_strlchr(p, last, ' ');
+        end = end ? end : last;
+
+        eq = ngx_strlchr(p, end, '=');
+        slash = eq ? ngx_strlchr(eq, end, '/') : NULL;
+
+        if (slash == NULL) {
+            break;
+        }
+
+        claim = ngx_atoi(eq + 1, slash - eq - 1);
+        demand = ngx_atoi(slash + 1, end - slash - 1);
+
+        if (claim < 0 || claim > NGX_ZK_LOCK_SHARE_WEIGHT_MAX
+            || demand < 0 || demand > NGX_ZK_LOCK_SHARE_WEIGHT_MAX)
+        {
+            break;
+        }
+
+        k = ngx_zk_lock_class_find(cl, p, eq - p);
+        k = (k < cl->n) ? k : cl->dflt;
+
+        report->cls.claim[k] += claim;
+        report->cls.demand[k] += demand;
+        report->plain = 0;
+    }
 }
 
 
@@ -428,9 +508,81 @@ ngx_zk_lock_board_claim(void *data, u_char *worker)
 
     ngx_zk_lock_report_t  *r;
 
+    uint64_t               w;
+    ngx_uint_t             k;
+
     r = ngx_zk_lock_board_report(b->reports, b->nreports, worker);
 
-    return r ? r->claim : 0;
+    if (r == NULL || r->claim == 0 || b->classes == NULL) {
+        return r ? r->claim : 0;
+    }
+
+    /* priority=: what its classes' claims give it, thousandths of leases */
+
+    if (r->plain) {
+        w = r->claim * b->factor[b->classes->dflt] / 1000;
+
+    } else {
+        w = 0;
+
+        for (k = 0; k < b->classes->n; k++) {
+            w += r->cls.claim[k] * b->factor[k] / 1000;
+        }
+    }
+
+    return (ngx_uint_t) ngx_max(ngx_min(w, NGX_ZK_LOCK_SHARE_WEIGHT_MAX), 1);
+}
+
+
+/*
+ * priority=: the classes' parts of "cap" (thousandths of leases) across
+ * the fleet, from every worker's report and ours as the others read it,
+ * so that all compute alike: "fl" gets each class's demand, part and
+ * claims, and our claims; weigh() what each worker's claims give it
+ */
+
+void
+ngx_zk_lock_board_classes(ngx_zk_lock_board_t *b, uint64_t cap,
+    ngx_zk_lock_board_fleet_t *fl)
+{
+    ngx_uint_t             i, k;
+    ngx_zk_lock_report_t  *r;
+
+    ngx_memzero(fl, sizeof(ngx_zk_lock_board_fleet_t));
+
+    if (ngx_zk_lock_board_mine(b)) {
+        for (k = 0; k < b->classes->n; k++) {
+            fl->mine[k] = b->wcls.claim[k];
+            fl->claims[k] += b->wcls.claim[k];
+            fl->a.demand[k] += b->wcls.demand[k];
+        }
+    }
+
+    for (i = 0; i < b->nreports; i++) {
+        r = &b->reports[i];
+
+        if (r->claim == 0) {
+            continue;
+        }
+
+        if (r->plain) {
+            fl->claims[b->classes->dflt] += r->claim;
+            fl->a.demand[b->classes->dflt] += cap;
+            continue;
+        }
+
+        for (k = 0; k < b->classes->n; k++) {
+            fl->claims[k] += r->cls.claim[k];
+            fl->a.demand[k] += r->cls.demand[k];
+        }
+    }
+
+    ngx_zk_lock_class_alloc(b->classes, cap, &fl->a);
+
+    for (k = 0; k < b->classes->n; k++) {
+        b->factor[k] = fl->claims[k]
+                       ? fl->a.alloc[k] * 1000 / fl->claims[k] : 0;
+    }
 }
 
 
@@ -465,18 +617,23 @@ ngx_zk_lock_board_report(ngx_zk_lock_report_t *reports, ngx_uint_t n,
 
 
 /*
- * Our claim, as fair.c counts it now: written when it moved by more than
- * an eighth, a quantum after the last write at the soonest
+ * Our claim, as fair.c counts it now, and with priority= each class's
+ * claim and demand: written when one moved by more than an eighth, a
+ * quantum after the last write at the soonest
  */
 
 void
-ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim)
+ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
+    ngx_zk_lock_board_class_t *cls)
 {
-    ngx_uint_t              diff;
     ngx_zk_lock_session_t  *s;
 
     s = b->session;
     b->claim = claim;
+
+    if (cls && b->classes) {
+        b->cls = *cls;
+    }
 
     if (claim == 0 || b->writing || !s->connected
         || (ngx_msec_int_t) (b->next - ngx_current_msec) > 0)
@@ -489,9 +646,7 @@ ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim)
         b->written = 0;
     }
 
-    diff = (claim > b->written) ? claim - b->written : b->written - claim;
-
-    if (b->written && diff * 8 <= b->written) {
+    if (b->written && !ngx_zk_lock_board_moved(b)) {
         return;
     }
 
@@ -499,16 +654,52 @@ ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim)
 }
 
 
+static ngx_uint_t
+ngx_zk_lock_board_moved(ngx_zk_lock_board_t *b)
+{
+    ngx_uint_t  k, i, *now, *was;
+
+    now = &b->claim;
+    was = &b->written;
+
+    for (i = 0; i <= (b->classes ? 2 * b->classes->n : 0); i++) {
+        if (i) {
+            k = (i - 1) / 2;
+            now = (i & 1) ? &b->cls.claim[k] : &b->cls.demand[k];
+            was = (i & 1) ? &b->wcls.claim[k] : &b->wcls.demand[k];
+        }
+
+        if ((*now == 0) != (*was == 0)
+            || ((*now > *was) ? *now - *was : *was - *now) * 8 > *was)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 static void
 ngx_zk_lock_board_write(ngx_zk_lock_board_t *b)
 {
     int                     rc, len;
-    u_char                  data[NGX_INT_T_LEN];
+    u_char                 *p, data[NGX_ZK_LOCK_BOARD_DATA];
+    ngx_uint_t              k;
     ngx_zk_lock_session_t  *s;
 
     s = b->session;
 
-    len = ngx_sprintf(data, "%ui", b->claim) - data;
+    p = ngx_sprintf(data, "%ui", b->claim);
+
+    for (k = 0; b->classes && k < b->classes->n; k++) {
+        if (b->cls.claim[k] || b->cls.demand[k]) {
+            p = ngx_sprintf(p, " %V=%ui/%ui", &b->classes->class[k].name,
+                            b->cls.claim[k], b->cls.demand[k]);
+        }
+    }
+
+    len = p - data;
 
     ngx_zk_lock_session_batch(s);
 
@@ -530,6 +721,7 @@ ngx_zk_lock_board_write(ngx_zk_lock_board_t *b)
 
     b->writing = 1;
     b->written = b->claim;
+    b->wcls = b->cls;
     b->next = ngx_current_msec + NGX_ZK_LOCK_BOARD_QUANTUM;
 }
 

@@ -459,8 +459,8 @@ ngx_zk_lock_broker_read(ngx_event_t *rev)
 static ngx_int_t
 ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
 {
-    u_char                    *p, *last, *f[8];
-    ngx_int_t                  v[8];
+    u_char                    *p, *last, *f[9];
+    ngx_int_t                  v[9];
     ngx_str_t                  path, info;
     ngx_uint_t                 i;
     ngx_zk_lock_flow_t         flow;
@@ -476,11 +476,11 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         return (ask->len < NGX_ZK_LOCK_BROKER_HEAD) ? NGX_OK : NGX_ERROR;
     }
 
-    /* eight numbers, separated by spaces, the sign and the flow in hex */
+    /* nine numbers, separated by spaces, the sign and the flow in hex */
 
     f[0] = ask->buf;
 
-    for (i = 1; i < 8; i++) {
+    for (i = 1; i < 9; i++) {
         f[i] = ngx_strlchr(f[i - 1], p, ' ');
         if (f[i] == NULL) {
             return NGX_ERROR;
@@ -489,10 +489,10 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         f[i]++;
     }
 
-    for (i = 0; i < 8; i++) {
+    for (i = 0; i < 9; i++) {
         v[i] = (i == 0 || i == 4)
                ? ngx_hextoi(f[i], f[i + 1] - 1 - f[i])
-               : ngx_atoi(f[i], ((i < 7) ? f[i + 1] - 1 : p) - f[i]);
+               : ngx_atoi(f[i], ((i < 8) ? f[i + 1] - 1 : p) - f[i]);
 
         if (v[i] == NGX_ERROR) {
             return NGX_ERROR;
@@ -502,8 +502,9 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
     if (b->specs == NULL || (ngx_uint_t) v[1] >= b->specs->nelts
         || v[2] == 0 || v[5] > NGX_ZK_LOCK_FAIR_WEIGHT_MAX
         || (v[4] != 0) != (v[5] != 0)
-        || v[6] == 0 || v[6] > NGX_ZK_LOCK_MAX_PATH
-        || v[7] > NGX_ZK_LOCK_BROKER_INFO)
+        || v[6] >= NGX_ZK_LOCK_CLASS_MAX
+        || v[7] == 0 || v[7] > NGX_ZK_LOCK_MAX_PATH
+        || v[8] > NGX_ZK_LOCK_BROKER_INFO)
     {
         return NGX_ERROR;
     }
@@ -517,17 +518,18 @@ ngx_zk_lock_broker_ask(ngx_zk_lock_ask_t *ask)
         return NGX_ERROR;
     }
 
-    if (last < p + 1 + v[6] + v[7]) {
+    if (last < p + 1 + v[7] + v[8]) {
         return NGX_OK;
     }
 
     path.data = p + 1;
-    path.len = v[6];
+    path.len = v[7];
     info.data = path.data + path.len;
-    info.len = v[7];
+    info.len = v[8];
 
     flow.id = v[4];
     flow.weight = v[5];
+    flow.cls = v[6];
 
     ask->node = ngx_zk_lock_take(b->session,
                                  specs[v[1]], &path, v[2],

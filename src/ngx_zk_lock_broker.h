@@ -25,13 +25,14 @@
  * configuration, see broker_addr()) for each lock a request takes, and
  * asks:
  *
- *   "<sign> <directive> <weight> <try> <flow> <flow weight> <path length>
- *    <info length>\n" path info
+ *   "<sign> <directive> <weight> <try> <flow> <flow weight> <flow class>
+ *    <path length> <info length>\n" path info
  *
  * where the sign names the configuration and the directive's lock (see
- * broker_sign()), and the flow (fair=, hashed, in hex) and its weight are
- * 0 for none: a broker refuses an ask that is not for one of its own
- * locks, so that no mix-up of names can ever lend a lease of another lock.
+ * broker_sign()), and the flow (fair=, hashed, in hex), its weight and
+ * its class (priority=, an index of the configuration's) are 0 for
+ * none: a broker refuses an ask that is not for one of its own locks, so
+ * that no mix-up of names can ever lend a lease of another lock.
  * A broker listens only while its session is usable, and answers "n\n"
  * to an ask that comes as it stops (its session was refused, or is in
  * jeopardy): the worker asks the next broker.  Otherwise the broker takes
@@ -59,11 +60,11 @@
  */
 
 
-#define NGX_ZK_LOCK_BROKER_ASK   "%08xD %ui %ui %ui %xL %ui %uz %uz\n"
+#define NGX_ZK_LOCK_BROKER_ASK   "%08xD %ui %ui %ui %xL %ui %ui %uz %uz\n"
 #define NGX_ZK_LOCK_BROKER_TELL  "%d %d %uD %L %d %s\n"
 
 /* the longest line of each */
-#define NGX_ZK_LOCK_BROKER_HEAD  (8 * NGX_INT_T_LEN)
+#define NGX_ZK_LOCK_BROKER_HEAD  (9 * NGX_INT_T_LEN)
 #define NGX_ZK_LOCK_BROKER_LINE  (5 * NGX_INT64_LEN + 64)
 
 /* the longest node data asked for, see eval_info() */

@@ -66,6 +66,7 @@ ngx_zk_lock_conf_create(ngx_zk_lock_conf_t *zc)
      *     zc->chroot = { 0, NULL };
      *     zc->auth = { 0, NULL };
      *     zc->acl = NULL;
+     *     zc->classes = { 0 }: none
      */
 
     zc->session_timeout = NGX_CONF_UNSET_MSEC;
@@ -727,4 +728,17 @@ check:
     }
 
     return NGX_CONF_OK;
+}
+
+
+/* zk_lock_class <name> shares=<n> [lendable=<n>%] [default] */
+
+char *
+ngx_zk_lock_conf_class(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_zk_lock_conf_t  *zc;
+
+    zc = (ngx_zk_lock_conf_t *) ((char *) conf + cmd->offset);
+
+    return ngx_zk_lock_class_parse(cf, &zc->classes);
 }

@@ -14,6 +14,7 @@
 
 #include "ngx_zk_lock_session.h"
 #include "ngx_zk_lock_hosts.h"
+#include "ngx_zk_lock_class.h"
 
 
 /* what the session directives say, in either layer's main configuration */
@@ -26,6 +27,7 @@ typedef struct {
     struct ACL_vector            *acl;        /* of the nodes created */
     ngx_uint_t                    sessions;   /* zk_sessions, if set */
     ngx_uint_t                    generation; /* names its brokers */
+    ngx_zk_lock_classes_t         classes;    /* zk_lock_class */
 } ngx_zk_lock_conf_t;
 
 
@@ -40,6 +42,8 @@ char *ngx_zk_lock_conf_hosts(ngx_conf_t *cf, ngx_command_t *cmd,
 char *ngx_zk_lock_conf_auth(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_zk_lock_conf_acl(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_zk_lock_conf_class(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
 

@@ -50,6 +50,12 @@
  * flow's ends.  So a flow never holds more than its cap, and claims no
  * more than it.
  *
+ * With priority= (zk_lock_class), each flow is of a class, and a lease
+ * that frees goes first to the class that holds the least for its part
+ * of the instance's leases (keep.c computes the parts, class.c the
+ * fleet's), then within it by flow as above; the claim and the demand
+ * are counted per class, for the board.
+ *
  * Keys are hashed with a secret that the master draws as it reads the
  * configuration (MD5 of the secret and the key, 63 bits): $zk_lock_flow
  * and the log show the hash, never the key, and the hash of a key tells
@@ -67,10 +73,21 @@
 #define NGX_ZK_LOCK_FAIR_WINDOW  600
 
 
+/* priority=: the default class; the one class, 0, without classes */
+#define ngx_zk_lock_fair_dflt(fair)                                      \
+    ((fair)->classes ? (fair)->classes->dflt : 0)
+
+/* a flow's class: the default for one that names none of the pool's */
+#define ngx_zk_lock_fair_cls(fair, flow)                                 \
+    (((fair)->classes && (flow)->cls < (fair)->classes->n)              \
+     ? (flow)->cls : ngx_zk_lock_fair_dflt(fair))
+
+
 typedef struct {
     ngx_queue_t                   queue;      /* in fair->flows */
     uint64_t                      id;
     ngx_uint_t                    weight;
+    ngx_uint_t                    cls;        /* priority=: its class */
     ngx_uint_t                    tickets;    /* alive */
     ngx_uint_t                    held;       /* ... of them, served */
     uint64_t                      vtime;
@@ -85,9 +102,12 @@ typedef struct {
 static ngx_zk_lock_fair_flow_t *ngx_zk_lock_fair_find(
     ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow);
 static void ngx_zk_lock_fair_tally(ngx_zk_lock_fair_flow_t *f);
+static ngx_uint_t ngx_zk_lock_fair_smooth(ngx_uint_t old, uint64_t now);
 static uint64_t ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_flow_t *f, ngx_msec_t window);
 static void ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair);
+static ngx_uint_t ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair,
+    ngx_queue_t *tickets);
 static ngx_uint_t ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top,
     ngx_uint_t n, ngx_zk_lock_fair_top_t *t);
 
@@ -145,17 +165,39 @@ ngx_zk_lock_fair_weight(ngx_str_t *value)
 
 /*
  * A participant's flow, from its key and, with fair_weight=$variable, its
- * weight as evaluated by the layer: NGX_DECLINED for a weight out of range
+ * weight as evaluated by the layer: NGX_DECLINED for a weight out of
+ * range.  Its class (priority=): an unknown name is the default class's,
+ * said once in a worker.
  */
 
 ngx_int_t
 ngx_zk_lock_fair_flow(ngx_zk_lock_flow_t *flow, ngx_zk_lock_params_t *lp,
-    ngx_str_t *key, ngx_str_t *weight, ngx_log_t *log)
+    ngx_str_t *key, ngx_str_t *weight, ngx_str_t *class, ngx_log_t *log)
 {
-    ngx_int_t  n;
+    ngx_int_t               n;
+    ngx_zk_lock_classes_t  *cl;
 
     flow->id = ngx_zk_lock_fair_hash(key);
-    flow->weight = lp->fair_weight;
+    flow->weight = lp->fair_weight ? lp->fair_weight : 1;
+
+    cl = lp->classes;
+    flow->cls = (cl && cl->n) ? cl->dflt : 0;
+
+    if (class && cl && cl->n) {
+        n = ngx_zk_lock_class_find(cl, class->data, class->len);
+
+        if ((ngx_uint_t) n < cl->n) {
+            flow->cls = n;
+
+        } else if (!cl->warned) {
+            cl->warned = 1;
+            ngx_log_error(NGX_LOG_WARN, log, 0,
+                          "%s \"%V\": no class \"%V\", the default "
+                          "class \"%V\" serves it (said once)",
+                          ngx_zk_lock_types[lp->type].directive, &lp->name,
+                          class, &cl->class[cl->dflt].name);
+        }
+    }
 
     if (weight == NULL) {
         return NGX_OK;
@@ -214,8 +256,9 @@ ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair)
     fair->hold = NGX_ZK_LOCK_FAIR_HOLD;
     fair->level = 0;
     fair->start = ngx_current_msec;
-    fair->gone = 0;
     fair->claim = 0;
+    fair->classes = NULL;
+    ngx_memzero(fair->cls, sizeof(fair->cls));
 }
 
 
@@ -243,6 +286,7 @@ ngx_zk_lock_fair_join(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket,
 
         f->id = flow->id;
         f->weight = flow->weight;
+        f->cls = ngx_zk_lock_fair_cls(fair, flow);
         f->tickets = 0;
         f->held = 0;
         f->vtime = fair->vtime;
@@ -290,9 +334,11 @@ ngx_zk_lock_fair_find(ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow)
     {
         f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
 
-        /* one key, two weights (two directives): two flows */
+        /* one key, two weights or classes (two directives): two flows */
 
-        if (f->id == flow->id && f->weight == flow->weight) {
+        if (f->id == flow->id && f->weight == flow->weight
+            && f->cls == ngx_zk_lock_fair_cls(fair, flow))
+        {
             return f;
         }
     }
@@ -302,21 +348,24 @@ ngx_zk_lock_fair_find(ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow)
 
 
 /*
- * The waiting ticket to serve: the first of the flow least served, a
- * ticket without a flow (a directive without fair= on the same path) as
- * one that comes now
+ * The waiting ticket to serve: of the class furthest below its part
+ * (priority=), the first of the flow least served; a ticket without a
+ * flow (a directive without fair= on the same path) as one of the
+ * default class that comes now
  */
 
 ngx_zk_lock_node_t *
 ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 {
     uint64_t                  v, least;
+    ngx_uint_t                cls;
     ngx_queue_t              *q;
     ngx_zk_lock_node_t       *ticket, *best;
     ngx_zk_lock_fair_flow_t  *f;
 
     best = NULL;
     least = 0;
+    cls = ngx_zk_lock_fair_class(fair, tickets);
 
     for (q = ngx_queue_head(tickets);
          q != ngx_queue_sentinel(tickets);
@@ -325,11 +374,77 @@ ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
         ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
         f = ticket->flow;
 
+        if ((f ? f->cls : ngx_zk_lock_fair_dflt(fair)) != cls) {
+            continue;
+        }
+
         v = f ? f->vtime : fair->vtime;
 
         if (best == NULL || v < least) {
             best = ticket;
             least = v;
+        }
+    }
+
+    return best;
+}
+
+
+/*
+ * priority=: the class to serve, of those that wait, the one that holds
+ * the least for its part of the instance's leases (its target), the
+ * higher of two alike: a class never waits behind a lower one that has
+ * its part, nor a lower one below its part behind a higher one
+ */
+
+static ngx_uint_t
+ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
+{
+    uint64_t                  score, least;
+    ngx_uint_t                i, best, held[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_uint_t                waits[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_queue_t              *q;
+    ngx_zk_lock_node_t       *ticket;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    if (fair->classes == NULL) {
+        return 0;
+    }
+
+    ngx_memzero(held, sizeof(held));
+    ngx_memzero(waits, sizeof(waits));
+
+    for (q = ngx_queue_head(tickets);
+         q != ngx_queue_sentinel(tickets);
+         q = ngx_queue_next(q))
+    {
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        f = ticket->flow;
+        waits[f ? f->cls : ngx_zk_lock_fair_dflt(fair)] = 1;
+    }
+
+    for (q = ngx_queue_head(&fair->flows);
+         q != ngx_queue_sentinel(&fair->flows);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
+        held[f->cls] += f->held;
+    }
+
+    best = ngx_zk_lock_fair_dflt(fair);
+    least = (uint64_t) -1;
+
+    for (i = 0; i < fair->classes->n; i++) {
+        if (!waits[i]) {
+            continue;
+        }
+
+        /* leases, and the target in thousandths of leases */
+        score = (uint64_t) (held[i] + 1) * 1000000 / (fair->cls[i].target + 1);
+
+        if (score < least) {
+            least = score;
+            best = i;
         }
     }
 
@@ -419,10 +534,11 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
     ngx_zk_lock_fair_tally(f);
 
     if (--f->tickets == 0) {
-        /* its part of the window's claim stays when it goes */
-        fair->gone += ngx_zk_lock_fair_part(fair, f,
-                                 ngx_max(ngx_current_msec - fair->start,
-                                         NGX_ZK_LOCK_FAIR_WINDOW));
+        /* its part of the window's claim and demand stays when it goes */
+        fair->cls[f->cls].gone += ngx_zk_lock_fair_part(fair, f,
+                                  ngx_max(ngx_current_msec - fair->start,
+                                          NGX_ZK_LOCK_FAIR_WINDOW));
+        fair->cls[f->cls].gone_busy += f->busy;
         ngx_queue_remove(&f->queue);
         ngx_free(f);
         fair->nflows--;
@@ -444,6 +560,40 @@ ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair)
     ngx_zk_lock_fair_window(fair);
 
     return fair->claim;
+}
+
+
+/*
+ * priority=: whether a ticket waits of a class whose reserved seats are
+ * idle in the fleet (keep.c): it may take them, whatever the worker's cap
+ */
+
+ngx_uint_t
+ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
+{
+    ngx_uint_t                cls;
+    ngx_queue_t              *q;
+    ngx_zk_lock_node_t       *ticket;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    if (fair->classes == NULL) {
+        return 0;
+    }
+
+    for (q = ngx_queue_head(tickets);
+         q != ngx_queue_sentinel(tickets);
+         q = ngx_queue_next(q))
+    {
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        f = ticket->flow;
+        cls = f ? f->cls : ngx_zk_lock_fair_dflt(fair);
+
+        if (fair->cls[cls].reserved) {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -545,13 +695,22 @@ ngx_zk_lock_fair_top_add(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
 }
 
 
+/*
+ * The window ends: each class's claim (the flows' parts) and demand (its
+ * tickets alive, waiting or served, on average), at once when they grow,
+ * halved towards them when they fall; the instance's claim, their sum
+ */
+
 static void
 ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
 {
-    uint64_t                  claim;
-    ngx_msec_t                window;
-    ngx_queue_t              *q;
-    ngx_zk_lock_fair_flow_t  *f;
+    uint64_t                   claim[NGX_ZK_LOCK_CLASS_MAX];
+    uint64_t                   busy[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_uint_t                 i, n;
+    ngx_msec_t                 window;
+    ngx_queue_t               *q;
+    ngx_zk_lock_fair_flow_t   *f;
+    ngx_zk_lock_fair_class_t  *c;
 
     window = ngx_current_msec - fair->start;
 
@@ -559,7 +718,12 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
         return;
     }
 
-    claim = fair->gone;
+    n = fair->classes ? fair->classes->n : 1;
+
+    for (i = 0; i < n; i++) {
+        claim[i] = fair->cls[i].gone;
+        busy[i] = fair->cls[i].gone_busy;
+    }
 
     for (q = ngx_queue_head(&fair->flows);
          q != ngx_queue_sentinel(&fair->flows);
@@ -568,47 +732,71 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
         f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
 
         ngx_zk_lock_fair_tally(f);
-        claim += ngx_zk_lock_fair_part(fair, f, window);
+        claim[f->cls] += ngx_zk_lock_fair_part(fair, f, window);
+        busy[f->cls] += f->busy;
         f->busy = 0;
     }
 
-    if (claim < fair->claim) {
-        claim = (claim + fair->claim) / 2;
+    fair->claim = 0;
+
+    for (i = 0; i < n; i++) {
+        c = &fair->cls[i];
+
+        c->claim = ngx_zk_lock_fair_smooth(c->claim, claim[i]);
+        c->demand = ngx_zk_lock_fair_smooth(c->demand,
+                                            busy[i] * 1000 / window);
+        c->gone = 0;
+        c->gone_busy = 0;
+
+        fair->claim += c->claim;
     }
 
-    fair->claim = ngx_min(claim, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
-    fair->gone = 0;
+    fair->claim = ngx_min(fair->claim, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
     fair->start = ngx_current_msec;
+}
+
+
+/* at once when it grows, halved towards it when it falls */
+
+static ngx_uint_t
+ngx_zk_lock_fair_smooth(ngx_uint_t old, uint64_t now)
+{
+    if (now < old) {
+        now = (now + old) / 2;
+    }
+
+    return (ngx_uint_t) ngx_min(now, NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
 }
 
 
 /*
  * A flow's part of the claim: its weight, or what it wanted if less, the
  * lease time of its tickets alive (waiting or served) over a flow's at the
- * fleet's level; its weight while that level is not known
+ * fleet's level (its class's, with priority=); its weight while that
+ * level is not known
  */
 
 static uint64_t
 ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair, ngx_zk_lock_fair_flow_t *f,
     ngx_msec_t window)
 {
-    uint64_t  whole, part;
+    uint64_t  whole, part, level;
 
     whole = (uint64_t) f->weight * NGX_ZK_LOCK_SHARE_FLOW;
+    level = fair->classes ? fair->cls[f->cls].level : fair->level;
 
-    if (fair->level == 0) {
+    if (level == 0) {
         return whole;
     }
 
     /* level: thousandths of leases; busy: ms; the flow's, in thousandths */
 
-    part = f->busy * 1000 * NGX_ZK_LOCK_SHARE_FLOW
-           / (fair->level * window);
+    part = f->busy * 1000 * NGX_ZK_LOCK_SHARE_FLOW / (level * window);
 
     if (f->max) {
         /* never more than its cap */
         whole = ngx_min(whole, (uint64_t) f->max * 1000
-                               * NGX_ZK_LOCK_SHARE_FLOW / fair->level);
+                               * NGX_ZK_LOCK_SHARE_FLOW / level);
     }
 
     return ngx_min(part, whole);

@@ -13,6 +13,7 @@
 
 #include "ngx_zk_lock_recipe.h"
 #include "ngx_zk_lock_params.h"
+#include "ngx_zk_lock_class.h"
 
 
 /*
@@ -37,6 +38,7 @@
 typedef struct {
     uint64_t                      id;         /* its key, hashed; 0: none */
     ngx_uint_t                    weight;
+    ngx_uint_t                    cls;        /* priority=: its class */
 } ngx_zk_lock_flow_t;
 
 
@@ -51,6 +53,17 @@ typedef struct {
 
 
 typedef struct {
+    uint64_t                      level;      /* a flow's: 0, fair.level */
+    uint64_t                      target;     /* thousandths of leases */
+    uint64_t                      gone;       /* claim of flows that left */
+    uint64_t                      gone_busy;  /* ... their tickets' ms */
+    ngx_uint_t                    claim;      /* thousandths of a flow */
+    ngx_uint_t                    demand;     /* thousandths of leases */
+    unsigned                      reserved:1; /* has seats idle for it */
+} ngx_zk_lock_fair_class_t;
+
+
+typedef struct {
     ngx_queue_t                   flows;      /* with a ticket alive */
     ngx_uint_t                    nflows;
     uint64_t                      vtime;      /* the last served flow's */
@@ -59,8 +72,14 @@ typedef struct {
     /* the claim on the fleet's leases, see claim() */
     uint64_t                      level;      /* a flow's, as share.c saw */
     ngx_msec_t                    start;      /* of the window */
-    uint64_t                      gone;       /* flows that left in it */
     ngx_uint_t                    claim;      /* thousandths of a flow */
+
+    /*
+     * priority=: the classes, and for each the claim and the demand of
+     * the last window, and what the fleet gives them here (keep.c)
+     */
+    ngx_zk_lock_classes_t        *classes;    /* NULL: one class, 0 */
+    ngx_zk_lock_fair_class_t      cls[NGX_ZK_LOCK_CLASS_MAX];
 } ngx_zk_lock_fair_t;
 
 
@@ -69,7 +88,7 @@ uint64_t ngx_zk_lock_fair_hash(ngx_str_t *key);
 ngx_int_t ngx_zk_lock_fair_weight(ngx_str_t *value);
 ngx_int_t ngx_zk_lock_fair_flow(ngx_zk_lock_flow_t *flow,
     ngx_zk_lock_params_t *lp, ngx_str_t *key, ngx_str_t *weight,
-    ngx_log_t *log);
+    ngx_str_t *class, ngx_log_t *log);
 ngx_int_t ngx_zk_lock_fair_value(ngx_pool_t *pool, uint64_t id,
     ngx_variable_value_t *v);
 void ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair);
@@ -82,6 +101,8 @@ void ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair,
 ngx_zk_lock_node_t *ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
 ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
+ngx_uint_t ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair,
+    ngx_queue_t *tickets);
 ngx_uint_t ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_top_t *top);
 void ngx_zk_lock_fair_top_set(ngx_zk_lock_fair_top_t *slot,

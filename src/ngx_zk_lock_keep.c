@@ -58,6 +58,10 @@
  * Without others waiting, the worker queues as many nodes as its requests
  * need and the last listing showed free leases, and grows at once.
  *
+ * With priority=, the instances are weighed by what their classes'
+ * claims give them, and while a class's seats are reserved and idle, a
+ * worker holds no more than its weight (see keep_classes()).
+ *
  * A read lock's pool (zk_rwlock read keep=) has no shares: readers share,
  * so a lease of its takes any number of requests at once (its riders),
  * one node serves them all, and the only participant that waits for it is
@@ -184,6 +188,9 @@ struct ngx_zk_lock_pool_s {
     ngx_uint_t                    near;       /* one of the first waiters */
     ngx_uint_t                    far;        /* ... or far behind them */
     ngx_uint_t                    many;       /* leases: more than one */
+    ngx_uint_t                    cap;        /* priority=: held at most,
+                                                 while reserved seats are
+                                                 idle; 0: none */
 
     ngx_zk_lock_share_t           share;      /* from the last listing */
     ngx_zk_lock_fair_t            fair;       /* fair=: its tickets' flows */
@@ -238,6 +245,9 @@ static void ngx_zk_lock_keep_fail(ngx_zk_lock_pool_t *pool,
 static void ngx_zk_lock_keep_unqueue(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_linger(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_linger_handler(ngx_event_t *ev);
+static void ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool,
+    ngx_uint_t leases);
+static void ngx_zk_lock_keep_over(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_tell(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_tell_handler(ngx_event_t *ev);
@@ -319,6 +329,10 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
         return NULL;
     }
 
+    if (flow && tag && tag->priority.len && pool->fair.classes == NULL) {
+        pool->fair.classes = tag->classes;
+    }
+
     rc = flow ? ngx_zk_lock_fair_join(&pool->fair, ticket, flow,
                                       ngx_zk_lock_keep_fair_max(pool, tag))
               : NGX_OK;
@@ -332,7 +346,7 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
 
     if (flow && pool->board == NULL) {
         /* none: the instance is one flow to the others */
-        pool->board = ngx_zk_lock_board(s, path);
+        pool->board = ngx_zk_lock_board(s, path, pool->fair.classes);
 
         if (pool->board) {
             ngx_add_timer(&pool->weigh, NGX_ZK_LOCK_KEEP_QUANTUM);
@@ -649,6 +663,14 @@ ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool)
     want = (pool->share.others || pool->kind == NGX_ZK_LOCK_READ)
            ? 1 : ngx_max(pool->share.free, 1);
     want = ngx_min(tickets, want);
+
+    if (pool->cap
+        && !ngx_zk_lock_fair_reserved(&pool->fair, &pool->tickets))
+    {
+        /* priority=: reserved seats idle, see keep_classes() */
+        want = (pool->held < pool->cap)
+               ? ngx_min(want, pool->cap - pool->held) : 0;
+    }
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, &s->log, 0,
                    "zk lock: \"%s\" keeps %ui, %ui idle, %ui queued for "
@@ -1703,6 +1725,9 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
 static void
 ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 {
+    ngx_uint_t                  k, claim;
+    ngx_zk_lock_board_class_t   cls;
+
     if (!pool->share.others && !pool->lock->tickets) {
         /* the level of the last contention stays the estimate */
         return;
@@ -1710,8 +1735,69 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 
     pool->fair.level = pool->share.level;
 
-    ngx_zk_lock_board_post(pool->board,
-                           ngx_zk_lock_fair_claim(&pool->fair));
+    claim = ngx_zk_lock_fair_claim(&pool->fair);
+
+    if (pool->fair.classes == NULL) {
+        ngx_zk_lock_board_post(pool->board, claim, NULL);
+        return;
+    }
+
+    ngx_memzero(&cls, sizeof(ngx_zk_lock_board_class_t));
+
+    for (k = 0; k < pool->fair.classes->n; k++) {
+        cls.claim[k] = pool->fair.cls[k].claim;
+        cls.demand[k] = pool->fair.cls[k].demand;
+    }
+
+    ngx_zk_lock_board_post(pool->board, claim, &cls);
+}
+
+
+/*
+ * priority=: the classes' parts of the leases across the fleet (board.c,
+ * class.c), and so this worker's, which weighs it in share.c: the sum of
+ * its classes' claims, each worth its class's part over the class's
+ * claims.  While a class's reserved seats are idle, the worker takes no
+ * more than that (one at least), lest others' borrowing take them, but
+ * for the requests of such a class (see fair_reserved()).
+ */
+
+static void
+ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
+{
+    uint64_t                    weight;
+    ngx_uint_t                  k;
+    ngx_zk_lock_fair_class_t   *c;
+    ngx_zk_lock_board_fleet_t   fl;
+
+    ngx_zk_lock_board_classes(pool->board, (uint64_t) leases * 1000, &fl);
+
+    weight = 0;
+
+    for (k = 0; k < pool->fair.classes->n; k++) {
+        c = &pool->fair.cls[k];
+        c->reserved = (fl.a.reserved >> k) & 1;
+
+        if (fl.claims[k] == 0) {
+            /* nobody claims it yet: ours as it is now */
+            c->level = 0;
+            c->target = (uint64_t) c->demand;
+            weight += c->target;
+            continue;
+        }
+
+        /* a flow's level, thousandths of leases; our part of the class */
+        c->level = fl.a.alloc[k] * NGX_ZK_LOCK_SHARE_FLOW / fl.claims[k];
+        c->target = fl.a.alloc[k] * fl.mine[k] / fl.claims[k];
+
+        weight += c->target;
+    }
+
+    pool->share.weight = (ngx_uint_t) ngx_min(weight,
+                                              NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
+    /* rounded to the nearest: up, the workers' caps took an idle seat */
+    pool->cap = fl.a.idle ? (ngx_uint_t) ngx_max((weight + 500) / 1000, 1)
+                          : 0;
 }
 
 
@@ -1837,6 +1923,10 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
         pool->share.weight = ngx_zk_lock_board_mine(pool->board);
         pool->share.weigh = ngx_zk_lock_board_claim;
         pool->share.weigh_data = pool->board;
+
+        if (pool->fair.classes) {
+            ngx_zk_lock_keep_classes(pool, leases);
+        }
     }
 
     /*
@@ -1864,6 +1954,7 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     ngx_free(parts);
 
     ngx_zk_lock_keep_excess(pool, children, n, leases);
+    ngx_zk_lock_keep_over(pool);
     ngx_zk_lock_keep_lent(pool);
     ngx_zk_lock_keep_near(pool, children, n, leases);
 
@@ -2109,6 +2200,53 @@ ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
         }
 
         if (lease->excess && lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
+            ngx_zk_lock_keep_give_back(lease, 0);
+        }
+    }
+}
+
+
+/*
+ * priority=: the leases over the worker's cap (see keep_classes()) go as
+ * those over the path's count do, at once if idle, else at their
+ * request's end
+ */
+
+static void
+ngx_zk_lock_keep_over(ngx_zk_lock_pool_t *pool)
+{
+    ngx_uint_t                 over;
+    ngx_queue_t               *q, *nq;
+    ngx_zk_lock_lease_t       *lease;
+
+    if (pool->cap == 0 || pool->held <= pool->cap
+        || ngx_zk_lock_fair_reserved(&pool->fair, &pool->tickets))
+    {
+        return;
+    }
+
+    over = pool->held - pool->cap;
+
+    for (q = ngx_queue_head(&pool->leases);
+         q != ngx_queue_sentinel(&pool->leases) && over;
+         q = nq)
+    {
+        nq = ngx_queue_next(q);
+        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
+
+        if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED) {
+            continue;
+        }
+
+        over--;
+
+        if (lease->excess) {
+            continue;
+        }
+
+        lease->excess = 1;
+
+        if (lease->state == NGX_ZK_LOCK_KEEP_IDLE) {
             ngx_zk_lock_keep_give_back(lease, 0);
         }
     }

@@ -46,6 +46,8 @@ static char *ngx_zk_lock_params_fair(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static char *ngx_zk_lock_params_fair_max(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp, ngx_str_t *value);
+static char *ngx_zk_lock_params_priority(ngx_conf_t *cf,
+    ngx_zk_lock_params_t *lp, ngx_str_t *value);
 static char *ngx_zk_lock_params_fair_combined(ngx_conf_t *cf,
     ngx_zk_lock_params_t *lp);
 static ngx_int_t ngx_zk_lock_params_choice(ngx_conf_t *cf,
@@ -319,6 +321,10 @@ ngx_zk_lock_params_one(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
         || ngx_strncmp(value->data, "fair_max=", 9) == 0)
     {
         return ngx_zk_lock_params_fair(cf, lp, value);
+    }
+
+    if (ngx_strncmp(value->data, "priority=", 9) == 0) {
+        return ngx_zk_lock_params_priority(cf, lp, value);
     }
 
     /* leases a worker keeps: see ngx_zk_lock_keep.c */
@@ -596,6 +602,56 @@ ngx_zk_lock_params_fair(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
 }
 
 
+/*
+ * priority=<class>: the request's class (zk_lock_class, declared before),
+ * a name or a variable's value; a literal name must be a class
+ */
+
+static char *
+ngx_zk_lock_params_priority(ngx_conf_t *cf, ngx_zk_lock_params_t *lp,
+    ngx_str_t *value)
+{
+    ngx_str_t  v;
+
+    if (lp->type != NGX_ZK_LOCK_SEMAPHORE && lp->type != NGX_ZK_LOCK_MUTEX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"priority\" is for \"zk_semaphore\" and "
+                           "\"zk_mutex\"");
+        return NGX_CONF_ERROR;
+    }
+
+    if (lp->classes == NULL || lp->classes->n == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"priority\" needs \"zk_lock_class\" "
+                           "directives before it");
+        return NGX_CONF_ERROR;
+    }
+
+    v.data = value->data + 9;
+    v.len = value->len - 9;
+
+    if (v.len == 0
+        || (ngx_strlchr(v.data, v.data + v.len, '$') == NULL
+            && ngx_zk_lock_class_find(lp->classes, v.data, v.len)
+               == lp->classes->n))
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid priority \"%V\": a class of "
+                           "\"zk_lock_class\", or a variable, expected",
+                           value);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_zk_lock_fair_secret(cf->log) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    lp->priority = v;
+
+    return NGX_CONF_OK;
+}
+
+
 /* fair_max=<n>: 1 to the most leases; <n>%: 1% to 100% of the count */
 
 static char *
@@ -656,20 +712,24 @@ ngx_zk_lock_params_fair_combined(ngx_conf_t *cf, ngx_zk_lock_params_t *lp)
             return NGX_CONF_ERROR;
         }
 
-        return NGX_CONF_OK;
+        if (lp->priority.len == 0) {
+            return NGX_CONF_OK;
+        }
     }
 
     if (lp->keep == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"fair\" needs \"keep\": the flows share the "
-                           "leases that an instance keeps");
+                           "\"%s\" needs \"keep\": the flows share the "
+                           "leases that an instance keeps",
+                           lp->fair.len ? "fair" : "priority");
         return NGX_CONF_ERROR;
     }
 
     if (lp->weight != 1 || lp->weight_var.len) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"fair\" is not for \"weight\": a request that "
-                           "takes several leases takes no kept one");
+                           "\"%s\" is not for \"weight\": a request that "
+                           "takes several leases takes no kept one",
+                           lp->fair.len ? "fair" : "priority");
         return NGX_CONF_ERROR;
     }
 

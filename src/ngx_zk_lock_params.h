@@ -11,6 +11,8 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 
+#include "ngx_zk_lock_class.h"
+
 #include "ngx_zk_lock_recipe.h"
 
 
@@ -70,10 +72,17 @@ struct ngx_zk_lock_params_s {
     ngx_str_t                     fair_weight_var;
     ngx_uint_t                    fair_max;   /* a flow's leases; 0: any */
     ngx_uint_t                    fair_max_pct; /* ... or this % of them */
+    ngx_str_t                     priority;   /* priority=: a class name */
+    ngx_zk_lock_classes_t        *classes;    /* the layer's zk_lock_class */
 
     ngx_zk_lock_report_pt         report;     /* the layer's metrics */
     ngx_zk_lock_fair_report_pt    fair_report;
 };
+
+
+/* fair= or priority=: the requests are served by flow, with a board */
+#define ngx_zk_lock_params_flows(lp)                                     \
+    ((lp)->fair.len != 0 || (lp)->priority.len != 0)
 
 
 void ngx_zk_lock_params_init(ngx_zk_lock_params_t *lp, ngx_uint_t type,

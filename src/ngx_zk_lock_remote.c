@@ -178,7 +178,7 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
 
     /*
      * the ask, kept: "<sign> <directive> <weight> <try> <flow> <its weight>
-     * <lengths>\n" path info
+     * <its class> <lengths>\n" path info
      */
 
     rn->ask.data = (u_char *) &rn[1] + path->len + 1;
@@ -186,7 +186,8 @@ ngx_zk_lock_remote_acquire(ngx_zk_lock_session_t *s,
     p = ngx_snprintf(rn->ask.data, NGX_ZK_LOCK_BROKER_HEAD,
                      NGX_ZK_LOCK_BROKER_ASK, ngx_zk_lock_broker_sign(s, lp),
                      lp->id, weight, try, flow ? flow->id : 0,
-                     flow ? flow->weight : 0, path->len, info->len);
+                     flow ? flow->weight : 0, flow ? flow->cls : 0,
+                     path->len, info->len);
     p = ngx_cpymem(p, path->data, path->len);
     p = ngx_cpymem(p, info->data, info->len);
 

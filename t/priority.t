@@ -1,0 +1,269 @@
+#!/usr/bin/perl
+# Priority classes (issue 39): zk_lock_class <name> shares=<n>
+# lendable=<n>% [default], and priority= on a kept semaphore.  Each class
+# has a nominal part of the fleet's leases; what it does not lend stays
+# idle for it; the rest goes to the classes that want more, by shares
+# (src/ngx_zk_lock_class.c), computed alike by every instance from the
+# demands on the board (src/ngx_zk_lock_board.c, keep.c).
+#
+#  1. nginx -t names what is wrong: a class without shares, shares=0 or
+#     1001, lendable=101% or without "%", a bad name, a duplicate, two
+#     defaults, a ninth class, priority= without zk_lock_class before it,
+#     priority= naming no class, priority= without keep=, on zk_rwlock;
+#     valid uses pass (a name, a variable, with fair= and without)
+#
+# Then two nginx x 2 workers, zk_semaphore leases=10 keep=1s
+# fair=$arg_tenant priority=$arg_class, classes critical (70 shares,
+# lendable 0%), standard (20, 50%, the default) and batch (10, 90%): on
+# 10 leases, nominal 7, 2 and 1.  A backend of 100 ms records every call
+# with its class (the independent witness):
+#
+#  2. batch alone, 12 clients on each nginx (fresh connections, no pause):
+#     it gets its nominal lease and the one standard lends, not the 7
+#     seats critical keeps: over 5 s after a warm-up, batch holds 1.2 to
+#     3.5 leases on average, never more than 4 at once (without classes
+#     it takes all 10)
+#  3. critical comes back, 8 clients on nginx 0 only, beside the batch
+#     flood on both: within 3 s it has 6 leases at once (its reserved
+#     seats are idle, so its requests take them at once); over the next
+#     5 s, critical holds 6 leases at least on average and batch 0.6 at
+#     least (its nominal 1 is not starved); never more than 10 at the
+#     backend
+#  4. an unknown class is the default's: a request with class=nosuch is
+#     served (200), and the error log says so once, at warn
+#  5. once the load is over and the kept leases expired, no ephemeral node
+#     is left under the path nor its board
+#  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
+#  harness at done_testing)
+
+use strict;
+use warnings;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use JSON::PP ();
+use POSIX ();
+use lib 't/lib';
+use ZkLock::Test;
+
+require_prereqs(qw(nginx zookeeper kazoo module));
+
+my $CLASSES = <<'EOF';
+    zk_lock_class critical shares=70 lendable=0%;
+    zk_lock_class standard shares=20 lendable=50% default;
+    zk_lock_class batch    shares=10 lendable=90%;
+EOF
+
+subtest 'nginx -t names what is wrong' => sub {
+    my $lock = 'zk_semaphore /a leases=4 keep=1s';
+    my @bad = (
+        [ 'zk_lock_class a;', '', qr/invalid number of arguments/ ],
+        [ 'zk_lock_class a lendable=10%;', '', qr/class "a" needs "shares"/ ],
+        [ 'zk_lock_class a shares=0;', '', qr/invalid shares "shares=0"/ ],
+        [ 'zk_lock_class a shares=1001;', '', qr/invalid shares/ ],
+        [ 'zk_lock_class a shares=1 lendable=101%;', '',
+          qr/invalid lendable "lendable=101%"/ ],
+        [ 'zk_lock_class a shares=1 lendable=50;', '', qr/invalid lendable/ ],
+        [ 'zk_lock_class a/b shares=1;', '', qr/invalid class name "a\/b"/ ],
+        [ 'zk_lock_class a shares=1; zk_lock_class a shares=2;', '',
+          qr/duplicate class "a"/ ],
+        [ 'zk_lock_class a shares=1 default; zk_lock_class b shares=1 '
+          . 'default;', '', qr/class "b": "a" is the default already/ ],
+        [ join(' ', map { "zk_lock_class c$_ shares=1;" } 1 .. 9), '',
+          qr/too many classes: 8 at most/ ],
+        [ 'zk_lock_class a shares=1 weight=3;', '',
+          qr/invalid parameter "weight=3"/ ],
+        [ '', "$lock priority=\$arg_c;",
+          qr/"priority" needs "zk_lock_class" directives before it/ ],
+        [ 'zk_lock_class a shares=1;', "$lock priority=b;",
+          qr/invalid priority "priority=b"/ ],
+        [ 'zk_lock_class a shares=1;', 'zk_semaphore /a leases=4 priority=a;',
+          qr/"priority" needs "keep"/ ],
+        [ 'zk_lock_class a shares=1;', 'zk_rwlock /a read keep=1s priority=a;',
+          qr/"priority" is for "zk_semaphore" and "zk_mutex"/ ],
+    );
+    for my $b (@bad) {
+        my ($rc, $out) = nginx_test_conf(<<"EOF");
+    zk_hosts 127.0.0.1:1;
+    $b->[0]
+    server { listen 127.0.0.1:%%PORT%%; location / { $b->[1] } }
+EOF
+        isnt($rc, 0, "refused: $b->[0] $b->[1]");
+        like($out, $b->[2], '... naming the problem');
+    }
+    my ($rc, $out) = nginx_test_conf(<<"EOF");
+    zk_hosts 127.0.0.1:1;
+$CLASSES
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        location /a { $lock priority=critical; }
+        location /b { $lock fair=\$arg_t priority=\$arg_c; }
+        location /c { zk_mutex /c keep=1s priority=batch; }
+    }
+EOF
+    is($rc, 0, 'valid uses pass') or diag $out;
+};
+
+my $LEASES = 10;
+my $CALL_MS = 100;
+my $PATH = '/t/prio';
+my $KEY = 'prio';
+
+my $zk = zk_start();
+my $be = backend_start();
+
+my $conf = <<"EOF";
+    zk_hosts %%ZK%%;
+    zk_session_timeout 3s;
+$CLASSES
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        access_log off;
+        location = /status { zk_lock_status_page; }
+        location = /p {
+            zk_semaphore $PATH leases=$LEASES keep=1s timeout=30s
+                         fair=\$arg_tenant priority=\$arg_class;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+
+my @ng = map { nginx_start($conf, zk => $zk, backend => $be, workers => 2,
+    connections => 1024) } 1 .. 2;
+
+sub uri {
+    my ($class, $tenant) = @_;
+    return "/p?key=$KEY&sleep=$CALL_MS&rec=1&tenant=$tenant"
+        . "&class=$class&id=$class";
+}
+
+# closed-loop clients of one class, as a load.py run in the background
+sub load {
+    my ($name, $until, @clients) = @_;
+    my $dir = $ng[0]->prefix;
+    my ($spec, $out) = map { "$dir/$name.$_.$$" } qw(json out);
+    open my $fh, '>', $spec or die "$spec: $!";
+    print $fh $ZkLock::Test::JSON->encode({ until => $until,
+        clients => [ map { { %$_, gap => 0, timeout => 60 } } @clients ] });
+    close $fh;
+    my $pid = spawn(cmd => [$ZkLock::Test::PYTHON, 't/lib/load.py',
+        '--spec', $spec, '--out', $out]);
+    return { pid => $pid, out => $out };
+}
+
+sub results {
+    my ($l) = @_;
+    proc_wait($l->{pid}, 120);
+    return -s $l->{out} ? JSON::PP->new->decode(slurp($l->{out})) : [];
+}
+
+# seat-seconds of a class's calls within [w0, w1), and the most at once
+sub held {
+    my ($class, $w0, $w1) = @_;
+    my ($seat, @ev) = (0);
+    for my $c (@{ $be->calls->{$KEY} // [] }) {
+        my ($start, $end, $w, $id) = @$c;
+        next if defined $class && $id ne $class;
+        $end //= $w1;
+        my $lo = $start > $w0 ? $start : $w0;
+        my $hi = $end < $w1 ? $end : $w1;
+        next unless $hi > $lo;
+        $seat += $hi - $lo;
+        push @ev, [ $lo, 1 ], [ $hi, -1 ];
+    }
+    my ($now, $peak) = (0, 0);
+    for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @ev) {
+        $now += $e->[1];
+        $peak = $now if $now > $peak;
+    }
+    return ($seat / ($w1 - $w0), $peak);
+}
+
+# the first time from $t0 on at which $n calls of a class ran at once
+sub reached {
+    my ($class, $t0, $n) = @_;
+    my @ev;
+    for my $c (@{ $be->calls->{$KEY} // [] }) {
+        my ($start, $end, $w, $id) = @$c;
+        next unless $id eq $class;
+        push @ev, [ $start, 1 ], [ $end // 9e9, -1 ];
+    }
+    my $now = 0;
+    for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @ev) {
+        $now += $e->[1];
+        return $e->[0] - $t0 if $now >= $n && $e->[0] >= $t0;
+    }
+    return undef;
+}
+
+$be->reset;
+my $t0 = time;
+my $end = $t0 + 21;
+
+my $batch = load('batch', $end, map { { port => $ng[ $_ % 2 ]->port,
+    uri => uri('batch', 'b' . ($_ % 3)) } } 0 .. 23);
+
+# 2. batch alone
+sleep $t0 + 9 - time;
+my ($b_mean, $b_peak) = held('batch', $t0 + 4, $t0 + 9);
+if ($b_mean < 1.2) {
+    my @kids = zk_children($zk, $PATH);
+    my %board = map { $_ => (zk_get($zk, "$PATH.fair/$_") // {})->{data} }
+        zk_children($zk, "$PATH.fair");
+    diag explain { nodes => \@kids, board => \%board,
+        status => [ map { http_get($_->port, '/status')->{body} } @ng ] };
+}
+diag(sprintf 'batch alone: %.2f leases on average, %d at most', $b_mean,
+    $b_peak);
+cmp_ok($b_mean, '>=', 1.2, 'batch alone has its nominal lease and the one '
+    . 'standard lends (1.2 at least on average)');
+cmp_ok($b_mean, '<=', 3.5, '... but not the seats critical keeps (3.5 at '
+    . 'most on average)');
+cmp_ok($b_peak, '<=', 4, '... never more than 4 at once');
+
+# 3. critical comes back, on nginx 0
+my $tc = time;
+my $critical = load('critical', $end, map { { port => $ng[0]->port,
+    uri => uri('critical', "c$_") } } 0 .. 15);
+
+sleep $tc + 8.2 - time;
+my $took = reached('critical', $tc, 6);
+diag(sprintf 'critical came back: 6 at once after %s s',
+    defined $took ? sprintf('%.2f', $took) : 'never');
+ok(defined $took && $took <= 3,
+    'critical has 6 leases at once within 3 s of its return');
+
+my ($c_mean) = held('critical', $tc + 3, $tc + 8);
+my ($b2_mean) = held('batch', $tc + 3, $tc + 8);
+my (undef, $peak) = held(undef, $t0, $tc + 8);
+diag(sprintf 'beside batch: critical %.2f, batch %.2f on average; %d at '
+    . 'most in all', $c_mean, $b2_mean, $peak);
+cmp_ok($c_mean, '>=', 6.5, 'critical holds 6.5 leases at least on '
+    . 'average beside the batch flood (7.9 its part: 7 and 0.9 of the 1 '
+    . 'standard lends)');
+cmp_ok($b2_mean, '>=', 0.6, 'batch keeps its nominal lease (0.6 at least '
+    . 'on average)');
+cmp_ok($peak, '<=', $LEASES, "never more than $LEASES at the backend");
+
+my @crit = @{ results($critical) };
+my @all = (@{ results($batch) }, @crit);
+my @lat = sort { $a <=> $b } map { $_->{end} - $_->{start} }
+    grep { $_->{start} >= $tc + 3 && $_->{end} < $tc + 8 } @crit;
+diag(sprintf 'critical requests: median %.0f ms, 90th %.0f ms (the call '
+    . 'is %d ms)', 1000 * ($lat[@lat / 2] // 0),
+    1000 * ($lat[int(0.9 * @lat)] // 0), $CALL_MS) if @lat;
+my @bad = grep { $_->{status} != 200 } @all;
+is(scalar @bad, 0, scalar(@all) . ' requests, all 200')
+    or diag explain [ @bad[0 .. ($#bad < 4 ? $#bad : 4)] ];
+
+# 4. an unknown class
+is(http_get($ng[1]->port, uri('nosuch', 'x'))->{status}, 200,
+    'an unknown class is served, as the default class');
+my $log = slurp($ng[1]->prefix . '/logs/error.log');
+my @said = $log =~ /\[warn\].*no class "nosuch", the default class "standard"/g;
+is(scalar @said, 1, 'the error log says so once, at warn');
+
+# 5. nothing left behind
+no_ephemerals($zk, $PATH, 'no node left under the path', 10);
+no_ephemerals($zk, "$PATH.fair", 'nor under its board', 10);
+
+done_testing();
