@@ -362,11 +362,15 @@ ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp, ngx_int_t idle,
 }
 
 
-/* fair=: the flows of the worker's pool, and its instance's claim */
+/*
+ * fair=: the flows of the worker's pool, and its instance's claim; with
+ * priority=, its classes
+ */
 
 void
 ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
-    ngx_uint_t claim, void *top, ngx_uint_t ntop)
+    ngx_uint_t claim, void *top, ngx_uint_t ntop, void *classes,
+    ngx_uint_t nclasses)
 {
     ngx_http_zk_lock_spec_t  *spec = (ngx_http_zk_lock_spec_t *) lp;
 
@@ -384,6 +388,36 @@ ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
     g->claim = claim;
 
     ngx_zk_lock_fair_top_set(g->top, top, ntop);
+
+    ngx_memzero(g->loads, sizeof(g->loads));
+
+    if (nclasses) {
+        ngx_memcpy(g->loads, classes,
+                   nclasses * sizeof(ngx_zk_lock_fair_load_t));
+    }
+}
+
+
+/* priority=: each class's load, summed over the workers */
+
+void
+ngx_http_zk_lock_metrics_loads(ngx_http_zk_lock_counts_t *c, ngx_uint_t i,
+    ngx_zk_lock_fair_load_t *load)
+{
+    ngx_uint_t                  k, j;
+    ngx_http_zk_lock_gauges_t  *g;
+
+    ngx_memzero(load, NGX_ZK_LOCK_CLASS_MAX * sizeof(ngx_zk_lock_fair_load_t));
+
+    g = &c->shm->gauges[i * c->shm->nslots];
+
+    for (k = 0; k < c->shm->nslots; k++) {
+        for (j = 0; j < NGX_ZK_LOCK_CLASS_MAX; j++) {
+            load[j].held += g[k].loads[j].held;
+            load[j].waiting += g[k].loads[j].waiting;
+            load[j].part += g[k].loads[j].part;
+        }
+    }
 }
 
 

@@ -56,6 +56,7 @@ typedef struct {
     ngx_atomic_t                  flows;      /* fair=, see fair.c */
     ngx_atomic_t                  claim;      /* ... in thousandths */
     ngx_zk_lock_fair_top_t        top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_fair_load_t       loads[NGX_ZK_LOCK_CLASS_MAX]; /* priority= */
 } ngx_http_zk_lock_gauges_t;
 
 
@@ -104,7 +105,8 @@ void ngx_http_zk_lock_metrics_count(ngx_http_zk_lock_spec_t *spec,
 void ngx_http_zk_lock_metrics_keep(ngx_zk_lock_params_t *lp,
     ngx_int_t idle, ngx_uint_t given_back);
 void ngx_http_zk_lock_metrics_fair(ngx_zk_lock_params_t *lp,
-    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop);
+    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop,
+    void *classes, ngx_uint_t nclasses);
 void ngx_http_zk_lock_metrics_session(ngx_zk_lock_session_t *s);
 void ngx_http_zk_lock_metrics_leases(u_char *path, ngx_uint_t value);
 void ngx_http_zk_lock_metrics_timeouts(ngx_conf_t *cf,
@@ -120,6 +122,8 @@ ngx_uint_t ngx_http_zk_lock_metrics_leases_of(ngx_http_zk_lock_counts_t *c,
     ngx_uint_t i);
 ngx_uint_t ngx_http_zk_lock_metrics_top(ngx_http_zk_lock_counts_t *c,
     ngx_uint_t i, ngx_zk_lock_fair_top_t *top);
+void ngx_http_zk_lock_metrics_loads(ngx_http_zk_lock_counts_t *c,
+    ngx_uint_t i, ngx_zk_lock_fair_load_t *load);
 void ngx_http_zk_lock_metrics_histogram(ngx_http_zk_lock_counts_t *c,
     ngx_uint_t i, ngx_http_zk_lock_histogram_t *h);
 

@@ -34,6 +34,10 @@
 /* fair=: the flows that hold the most, in a lock's JSON */
 #define NGX_HTTP_ZK_LOCK_TOP_JSON  (16 + NGX_ZK_LOCK_FAIR_TOP * 96)
 
+/* priority=: a lock's classes in its JSON */
+#define NGX_HTTP_ZK_LOCK_CLASSES_JSON                                    \
+    (16 + NGX_ZK_LOCK_CLASS_MAX * (NGX_ZK_LOCK_CLASS_NAME + 96))
+
 typedef struct {
     ngx_pool_t                   *pool;
     ngx_chain_t                  *first;
@@ -70,6 +74,11 @@ static u_char *ngx_http_zk_lock_status_prom_gauges(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c, ngx_uint_t which);
 static u_char *ngx_http_zk_lock_status_prom_leases(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
+static ngx_zk_lock_classes_t *ngx_http_zk_lock_status_classes(void);
+static u_char *ngx_http_zk_lock_status_classes_json(u_char *p,
+    ngx_zk_lock_classes_t *cl, ngx_http_zk_lock_counts_t *c, ngx_uint_t i);
+static u_char *ngx_http_zk_lock_status_prom_classes(
+    ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_counts_t *c);
 static u_char *ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
 static u_char *ngx_http_zk_lock_status_prom_kept(ngx_http_zk_lock_out_t *o,
@@ -468,10 +477,13 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
 {
     ngx_uint_t                     i, j;
     ngx_atomic_int_t               claim;
+    ngx_zk_lock_classes_t         *classes;
     ngx_zk_lock_fair_top_t         top[NGX_ZK_LOCK_FAIR_TOP];
     ngx_http_zk_lock_stat_t       *st;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
+
+    classes = ngx_http_zk_lock_status_classes();
 
     p = ngx_http_zk_lock_status_json_workers(o, p, c);
     if (p == NULL) {
@@ -485,7 +497,8 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
     for (i = 0; i < c->names->nelts; i++) {
         p = ngx_http_zk_lock_status_room(o, p, 1024 + 2 * m[i].name.len
                                      + (c->nbuckets + 1) * 48
-                                     + NGX_HTTP_ZK_LOCK_TOP_JSON);
+                                     + NGX_HTTP_ZK_LOCK_TOP_JSON
+                                     + NGX_HTTP_ZK_LOCK_CLASSES_JSON);
         if (p == NULL) {
             return NULL;
         }
@@ -514,6 +527,7 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
                             ngx_http_zk_lock_metrics_gauge(c, i,
                                               NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
                             claim / 1000, claim % 1000);
+            p = ngx_http_zk_lock_status_classes_json(p, classes, c, i);
             p = ngx_http_zk_lock_status_top_json(p, top,
                                   ngx_http_zk_lock_metrics_top(c, i, top));
         }
@@ -821,7 +835,128 @@ ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o, u_char *p,
         }
     }
 
-    return ngx_http_zk_lock_status_prom_top(o, p, c);
+    p = ngx_http_zk_lock_status_prom_top(o, p, c);
+
+    return (p == NULL) ? NULL
+                       : ngx_http_zk_lock_status_prom_classes(o, p, c);
+}
+
+
+/* priority=: the HTTP configuration's classes, NULL for none */
+
+static ngx_zk_lock_classes_t *
+ngx_http_zk_lock_status_classes(void)
+{
+    ngx_http_zk_lock_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_cycle_get_module_main_conf(ngx_cycle,
+                                               ngx_http_zk_lock_module);
+
+    return (lmcf && lmcf->zk.classes.n) ? &lmcf->zk.classes : NULL;
+}
+
+
+/* priority=: ,"classes":[...] in a lock's "fair" object */
+
+static u_char *
+ngx_http_zk_lock_status_classes_json(u_char *p, ngx_zk_lock_classes_t *cl,
+    ngx_http_zk_lock_counts_t *c, ngx_uint_t i)
+{
+    ngx_uint_t               k;
+    ngx_zk_lock_fair_load_t  load[NGX_ZK_LOCK_CLASS_MAX];
+
+    if (cl == NULL) {
+        return p;
+    }
+
+    ngx_http_zk_lock_metrics_loads(c, i, load);
+
+    p = ngx_sprintf(p, ",\"classes\":[");
+
+    for (k = 0; k < cl->n; k++) {
+        /* a class's name is letters, digits, "_" and "-": nothing to escape */
+        p = ngx_sprintf(p, "%s{\"class\":\"%V\",\"held\":%uD,"
+                        "\"waiting\":%uD,\"part\":%uD.%03uD}",
+                        k ? "," : "", &cl->class[k].name, load[k].held,
+                        load[k].waiting, load[k].part / 1000,
+                        load[k].part % 1000);
+    }
+
+    return ngx_sprintf(p, "]");
+}
+
+
+/*
+ * priority=: each class's requests served and waiting, and its part of
+ * the instance's leases, for every lock with flows
+ */
+
+static u_char *
+ngx_http_zk_lock_status_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
+    ngx_http_zk_lock_counts_t *c)
+{
+    uint32_t                    v;
+    ngx_uint_t                  i, j, k;
+    ngx_zk_lock_classes_t      *cl;
+    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_http_zk_lock_metric_t  *m;
+
+    static char  *family[] = {
+        "zk_lock_class_held", "zk_lock_class_waiting", "zk_lock_class_part"
+    };
+
+    static char  *help[] = {
+        "Requests of a priority class that hold a lease.",
+        "Requests of a priority class that wait for a lease.",
+        "A priority class's part of the instance's leases."
+    };
+
+    cl = ngx_http_zk_lock_status_classes();
+
+    if (cl == NULL) {
+        return p;
+    }
+
+    m = c->names->elts;
+
+    for (k = 0; k < 3; k++) {
+        p = ngx_http_zk_lock_status_room(o, p, 512);
+        if (p == NULL) {
+            return NULL;
+        }
+
+        p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s gauge\n", family[k],
+                        help[k], family[k]);
+
+        for (i = 0; i < c->names->nelts; i++) {
+            if (!m[i].fair) {
+                continue;
+            }
+
+            ngx_http_zk_lock_metrics_loads(c, i, load);
+
+            for (j = 0; j < cl->n; j++) {
+                p = ngx_http_zk_lock_status_room(o, p,
+                                             NGX_HTTP_ZK_LOCK_LINE(&m[i])
+                                             + NGX_ZK_LOCK_CLASS_NAME);
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                v = (k == 0) ? load[j].held
+                             : (k == 1) ? load[j].waiting : load[j].part;
+
+                p = ngx_http_zk_lock_status_series(p, family[k], &m[i]);
+                p = (k < 2)
+                    ? ngx_sprintf(p, ",class=\"%V\"} %uD\n",
+                                  &cl->class[j].name, v)
+                    : ngx_sprintf(p, ",class=\"%V\"} %uD.%03uD\n",
+                                  &cl->class[j].name, v / 1000, v % 1000);
+            }
+        }
+    }
+
+    return p;
 }
 
 

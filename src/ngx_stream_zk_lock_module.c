@@ -36,7 +36,8 @@ static char *ngx_stream_zk_lock_merge_srv_conf(ngx_conf_t *cf, void *parent,
 static char *ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static void ngx_stream_zk_lock_fair_report(ngx_zk_lock_params_t *lp,
-    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop);
+    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop,
+    void *classes, ngx_uint_t nclasses);
 static char *ngx_stream_zk_lock_compile(ngx_conf_t *cf,
     ngx_stream_zk_lock_spec_t *spec);
 static char *ngx_stream_zk_lock_fail(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -438,12 +439,14 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 /*
  * fair=: the flows of the pool that keeps the lock's leases, the
  * instance's claim and the flows that hold the most, every quantum
- * (keep.c); the HTTP module's status page shows them
+ * (keep.c); the HTTP module's status page shows them (not the classes,
+ * yet)
  */
 
 static void
 ngx_stream_zk_lock_fair_report(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
-    ngx_uint_t claim, void *top, ngx_uint_t ntop)
+    ngx_uint_t claim, void *top, ngx_uint_t ntop, void *classes,
+    ngx_uint_t nclasses)
 {
     ngx_stream_zk_lock_spec_t  *spec = (ngx_stream_zk_lock_spec_t *) lp;
 

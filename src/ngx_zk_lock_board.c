@@ -407,8 +407,11 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
 {
     ngx_zk_lock_board_read_t  *r = (ngx_zk_lock_board_read_t *) data;
 
-    ngx_zk_lock_board_t   *b;
-    ngx_zk_lock_report_t  *report;
+    ngx_uint_t                  k, came;
+    ngx_zk_lock_t              *lock;
+    ngx_zk_lock_board_t        *b;
+    ngx_zk_lock_report_t       *report;
+    ngx_zk_lock_board_class_t   was;
 
     b = r->board;
     b->pending--;
@@ -425,8 +428,31 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
         return;
     }
 
+    was = report->cls;
+
     ngx_zk_lock_board_parse(b, report, (u_char *) value,
                             (u_char *) value + value_len);
+
+    /*
+     * priority=: a class that comes back to another instance moves the
+     * parts at once, not at our next listing, lest what it lent come
+     * back a quantum later
+     */
+
+    came = 0;
+
+    for (k = 0; b->classes && k < b->classes->n; k++) {
+        came |= (was.demand[k] == 0 && report->cls.demand[k] != 0);
+    }
+
+    if (came) {
+        lock = ngx_zk_lock_path_find(b->session, b->path,
+                                     b->len - NGX_ZK_LOCK_BOARD_SUFLEN);
+        if (lock) {
+            /* after a listing on its way, which weighed the old report */
+            ngx_zk_lock_path_ask(lock);
+        }
+    }
 }
 
 
@@ -619,24 +645,33 @@ ngx_zk_lock_board_report(ngx_zk_lock_report_t *reports, ngx_uint_t n,
 /*
  * Our claim, as fair.c counts it now, and with priority= each class's
  * claim and demand: written when one moved by more than an eighth, a
- * quantum after the last write at the soonest
+ * quantum after the last write at the soonest, but for a class that
+ * comes back
  */
 
 void
 ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
     ngx_zk_lock_board_class_t *cls)
 {
+    ngx_uint_t              k, came;
     ngx_zk_lock_session_t  *s;
 
     s = b->session;
     b->claim = claim;
+    came = 0;
 
     if (cls && b->classes) {
         b->cls = *cls;
+
+        /* a class that comes back is told at once (see board_got()) */
+
+        for (k = 0; k < b->classes->n; k++) {
+            came |= (b->wcls.demand[k] == 0 && b->cls.demand[k] != 0);
+        }
     }
 
     if (claim == 0 || b->writing || !s->connected
-        || (ngx_msec_int_t) (b->next - ngx_current_msec) > 0)
+        || (!came && (ngx_msec_int_t) (b->next - ngx_current_msec) > 0))
     {
         return;
     }
@@ -694,8 +729,9 @@ ngx_zk_lock_board_write(ngx_zk_lock_board_t *b)
 
     for (k = 0; b->classes && k < b->classes->n; k++) {
         if (b->cls.claim[k] || b->cls.demand[k]) {
-            p = ngx_sprintf(p, " %V=%ui/%ui", &b->classes->class[k].name,
-                            b->cls.claim[k], b->cls.demand[k]);
+            p = ngx_slprintf(p, data + sizeof(data), " %V=%ui/%ui",
+                             &b->classes->class[k].name, b->cls.claim[k],
+                             b->cls.demand[k]);
         }
     }
 

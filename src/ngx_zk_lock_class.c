@@ -226,6 +226,8 @@ ngx_zk_lock_class_alloc(ngx_zk_lock_classes_t *cl, uint64_t cap,
         nominal = cap * cl->class[i].shares / all;
         reserved = nominal * (100 - cl->class[i].lendable) / 100;
 
+        a->nominal[i] = nominal;
+
         a->alloc[i] = ngx_min(a->demand[i], nominal);
 
         if (a->alloc[i] < reserved) {

@@ -53,6 +53,7 @@ typedef struct {
 typedef struct {
     uint64_t                      demand[NGX_ZK_LOCK_CLASS_MAX];
     uint64_t                      alloc[NGX_ZK_LOCK_CLASS_MAX];
+    uint64_t                      nominal[NGX_ZK_LOCK_CLASS_MAX];
     uint64_t                      idle;       /* reserved and unused */
     uint32_t                      reserved;   /* the classes with some,
                                                  a bit each */

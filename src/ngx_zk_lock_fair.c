@@ -598,6 +598,52 @@ ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 
 
 /*
+ * priority=: each class's requests served and waiting, and its part of
+ * the instance's leases, for the status page: how many classes
+ */
+
+ngx_uint_t
+ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets,
+    ngx_zk_lock_fair_load_t *load)
+{
+    ngx_uint_t                k;
+    ngx_queue_t              *q;
+    ngx_zk_lock_node_t       *ticket;
+    ngx_zk_lock_fair_flow_t  *f;
+
+    if (fair->classes == NULL) {
+        return 0;
+    }
+
+    ngx_memzero(load, fair->classes->n * sizeof(ngx_zk_lock_fair_load_t));
+
+    for (q = ngx_queue_head(&fair->flows);
+         q != ngx_queue_sentinel(&fair->flows);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
+        load[f->cls].held += f->held;
+    }
+
+    for (q = ngx_queue_head(tickets);
+         q != ngx_queue_sentinel(tickets);
+         q = ngx_queue_next(q))
+    {
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        f = ticket->flow;
+        load[f ? f->cls : ngx_zk_lock_fair_dflt(fair)].waiting++;
+    }
+
+    for (k = 0; k < fair->classes->n; k++) {
+        load[k].part = (uint32_t) ngx_min(fair->cls[k].target,
+                                          NGX_MAX_UINT32_VALUE);
+    }
+
+    return fair->classes->n;
+}
+
+
+/*
  * The flows that hold the most leases, then wait for the most: at most
  * TOP, by their hash, for the status page
  */

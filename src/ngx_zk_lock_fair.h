@@ -52,6 +52,15 @@ typedef struct {
 } ngx_zk_lock_fair_top_t;
 
 
+/* priority=: a class in a pool, as the status page shows it */
+
+typedef struct {
+    uint32_t                      held;
+    uint32_t                      waiting;
+    uint32_t                      part;       /* thousandths of leases */
+} ngx_zk_lock_fair_load_t;
+
+
 typedef struct {
     uint64_t                      level;      /* a flow's: 0, fair.level */
     uint64_t                      target;     /* thousandths of leases */
@@ -103,6 +112,8 @@ ngx_zk_lock_node_t *ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
 ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
 ngx_uint_t ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair,
     ngx_queue_t *tickets);
+ngx_uint_t ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair,
+    ngx_queue_t *tickets, ngx_zk_lock_fair_load_t *load);
 ngx_uint_t ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_top_t *top);
 void ngx_zk_lock_fair_top_set(ngx_zk_lock_fair_top_t *slot,

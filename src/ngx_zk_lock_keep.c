@@ -1699,7 +1699,7 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
         ngx_zk_lock_board_leave(pool->board);
 
         if (pool->tag && pool->tag->fair_report) {
-            pool->tag->fair_report(pool->tag, 0, 0, NULL, 0);
+            pool->tag->fair_report(pool->tag, 0, 0, NULL, 0, NULL, 0);
         }
     }
 
@@ -1725,7 +1725,8 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
 static void
 ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 {
-    ngx_uint_t                  k, claim;
+    ngx_uint_t                  k, claim, now;
+    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_zk_lock_board_class_t   cls;
 
     if (!pool->share.others && !pool->lock->tickets) {
@@ -1744,9 +1745,14 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 
     ngx_memzero(&cls, sizeof(ngx_zk_lock_board_class_t));
 
+    (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
+
     for (k = 0; k < pool->fair.classes->n; k++) {
+        /* a class that comes back wants its requests now, not a window on */
+        now = 1000 * (load[k].held + load[k].waiting);
+
         cls.claim[k] = pool->fair.cls[k].claim;
-        cls.demand[k] = pool->fair.cls[k].demand;
+        cls.demand[k] = ngx_max(pool->fair.cls[k].demand, now);
     }
 
     ngx_zk_lock_board_post(pool->board, claim, &cls);
@@ -1765,12 +1771,14 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 static void
 ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
 {
-    uint64_t                    weight;
+    uint64_t                    weight, now;
     ngx_uint_t                  k;
+    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_zk_lock_fair_class_t   *c;
     ngx_zk_lock_board_fleet_t   fl;
 
     ngx_zk_lock_board_classes(pool->board, (uint64_t) leases * 1000, &fl);
+    (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
 
     weight = 0;
 
@@ -1779,10 +1787,16 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
         c->reserved = (fl.a.reserved >> k) & 1;
 
         if (fl.claims[k] == 0) {
-            /* nobody claims it yet: ours as it is now */
+            /*
+             * nobody claims it yet: its nominal part, so that its first
+             * requests here are not served behind a class that has its
+             * part already, and the instance weighs what it wants of it
+             */
+            now = 1000 * (uint64_t) (load[k].held + load[k].waiting);
+
             c->level = 0;
-            c->target = (uint64_t) c->demand;
-            weight += c->target;
+            c->target = fl.a.nominal[k];
+            weight += ngx_min(c->target, ngx_max((uint64_t) c->demand, now));
             continue;
         }
 
@@ -1813,9 +1827,10 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
 static void
 ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
 {
-    ngx_uint_t               n;
-    ngx_zk_lock_pool_t      *pool;
-    ngx_zk_lock_fair_top_t   top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_uint_t                n, nc;
+    ngx_zk_lock_pool_t       *pool;
+    ngx_zk_lock_fair_top_t    top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_fair_load_t   load[NGX_ZK_LOCK_CLASS_MAX];
 
     pool = ev->data;
 
@@ -1827,9 +1842,11 @@ ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
 
     if (pool->tag && pool->tag->fair_report) {
         n = ngx_zk_lock_fair_top(&pool->fair, top);
+        nc = ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
 
         pool->tag->fair_report(pool->tag, pool->fair.nflows,
-                               ngx_zk_lock_board_mine(pool->board), top, n);
+                               ngx_zk_lock_board_mine(pool->board), top, n,
+                               load, nc);
     }
 
     ngx_add_timer(ev, NGX_ZK_LOCK_KEEP_QUANTUM);
@@ -2209,7 +2226,8 @@ ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
 /*
  * priority=: the leases over the worker's cap (see keep_classes()) go as
  * those over the path's count do, at once if idle, else at their
- * request's end
+ * request's end; a node that queues at the cap goes at once, lest it
+ * take a lease that a class coming back waits for
  */
 
 static void
@@ -2219,9 +2237,17 @@ ngx_zk_lock_keep_over(ngx_zk_lock_pool_t *pool)
     ngx_queue_t               *q, *nq;
     ngx_zk_lock_lease_t       *lease;
 
-    if (pool->cap == 0 || pool->held <= pool->cap
+    if (pool->cap == 0
         || ngx_zk_lock_fair_reserved(&pool->fair, &pool->tickets))
     {
+        return;
+    }
+
+    if (pool->queued && pool->held >= pool->cap) {
+        ngx_zk_lock_keep_unqueue(pool);
+    }
+
+    if (pool->held <= pool->cap) {
         return;
     }
 

@@ -44,11 +44,13 @@ typedef void (*ngx_zk_lock_report_pt)(ngx_zk_lock_params_t *lp,
     ngx_int_t idle, ngx_uint_t given_back);
 
 /*
- * ... and with fair=: its flows, the instance's claim, and the flows that
- * hold the most (ngx_zk_lock_fair_top_t, see fair.c)
+ * ... and with fair=: its flows, the instance's claim, the flows that
+ * hold the most (ngx_zk_lock_fair_top_t, see fair.c), and with priority=
+ * its classes (ngx_zk_lock_fair_load_t, by the configuration's index)
  */
 typedef void (*ngx_zk_lock_fair_report_pt)(ngx_zk_lock_params_t *lp,
-    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop);
+    ngx_uint_t flows, ngx_uint_t claim, void *top, ngx_uint_t ntop,
+    void *classes, ngx_uint_t nclasses);
 
 struct ngx_zk_lock_params_s {
     ngx_zk_lock_kind_e            kind;       /* its node, Curator's name */

@@ -14,21 +14,26 @@
 #
 # Then two nginx x 2 workers, zk_semaphore leases=10 keep=1s
 # fair=$arg_tenant priority=$arg_class, classes critical (70 shares,
-# lendable 0%), standard (20, 50%, the default) and batch (10, 90%): on
-# 10 leases, nominal 7, 2 and 1.  A backend of 100 ms records every call
-# with its class (the independent witness):
+# lendable 50%), standard (20, 50%, the default) and batch (10, 90%): on
+# 10 leases, nominal 7, 2 and 1, of which 3.5, 1 and 0.1 reserved.  A
+# backend of 100 ms records every call with its class (the independent
+# witness):
 #
 #  2. batch alone, 12 clients on each nginx (fresh connections, no pause):
-#     it gets its nominal lease and the one standard lends, not the 7
-#     seats critical keeps: over 5 s after a warm-up, batch holds 1.2 to
-#     3.5 leases on average, never more than 4 at once (without classes
-#     it takes all 10)
-#  3. critical comes back, 8 clients on nginx 0 only, beside the batch
-#     flood on both: within 3 s it has 6 leases at once (its reserved
-#     seats are idle, so its requests take them at once); over the next
-#     5 s, critical holds 6 leases at least on average and batch 0.6 at
-#     least (its nominal 1 is not starved); never more than 10 at the
-#     backend
+#     it gets its nominal lease and what the others lend (3.5 and 1), not
+#     their reserved seats: over 5 s after a warm-up, batch holds 4 to
+#     6.5 leases on average (5.5 computed), never more than 7 at once
+#     (without classes it takes all 10)
+#  3. critical comes back, 16 clients on nginx 0 only, beside the batch
+#     flood on both: its reserved seats are idle, and it takes them at
+#     once; the 3.5 it lent come back as batch's requests end on them,
+#     within a quantum (600 ms) or two: it has 7 leases at once within
+#     3 s.  Over the next 5 s, critical holds 6.5 leases at least on
+#     average (7.9 computed) and batch 0.6 at least (1.1 computed: its
+#     nominal lease is not starved); never more than 10 at the backend
+#     nginx 0's status page shows the lock's classes in order, critical
+#     holding 4 at least and its part 5 at least, and the metrics
+#     zk_lock_class_held and zk_lock_class_part
 #  4. an unknown class is the default's: a request with class=nosuch is
 #     served (200), and the error log says so once, at warn
 #  5. once the load is over and the kept leases expired, no ephemeral node
@@ -48,7 +53,7 @@ use ZkLock::Test;
 require_prereqs(qw(nginx zookeeper kazoo module));
 
 my $CLASSES = <<'EOF';
-    zk_lock_class critical shares=70 lendable=0%;
+    zk_lock_class critical shares=70 lendable=50%;
     zk_lock_class standard shares=20 lendable=50% default;
     zk_lock_class batch    shares=10 lendable=90%;
 EOF
@@ -119,6 +124,7 @@ $CLASSES
         listen 127.0.0.1:%%PORT%%;
         access_log off;
         location = /status { zk_lock_status_page; }
+        location = /metrics { zk_lock_status_page prometheus; }
         location = /p {
             zk_semaphore $PATH leases=$LEASES keep=1s timeout=30s
                          fair=\$arg_tenant priority=\$arg_class;
@@ -214,23 +220,32 @@ if ($b_mean < 1.2) {
 }
 diag(sprintf 'batch alone: %.2f leases on average, %d at most', $b_mean,
     $b_peak);
-cmp_ok($b_mean, '>=', 1.2, 'batch alone has its nominal lease and the one '
-    . 'standard lends (1.2 at least on average)');
-cmp_ok($b_mean, '<=', 3.5, '... but not the seats critical keeps (3.5 at '
-    . 'most on average)');
-cmp_ok($b_peak, '<=', 4, '... never more than 4 at once');
+cmp_ok($b_mean, '>=', 4, 'batch alone has its nominal lease and what '
+    . 'the others lend (4 at least on average)');
+cmp_ok($b_mean, '<=', 6.5, '... but not their reserved seats (6.5 at most '
+    . 'on average)');
+cmp_ok($b_peak, '<=', 7, '... never more than 7 at once');
 
 # 3. critical comes back, on nginx 0
 my $tc = time;
 my $critical = load('critical', $end, map { { port => $ng[0]->port,
     uri => uri('critical', "c$_") } } 0 .. 15);
 
+# the status page of nginx 0 meanwhile
+sleep $tc + 5 - time;
+my $json = JSON::PP->new->decode(http_get($ng[0]->port, '/status')->{body});
+my $prom = http_get($ng[0]->port, '/metrics')->{body};
+
 sleep $tc + 8.2 - time;
-my $took = reached('critical', $tc, 6);
-diag(sprintf 'critical came back: 6 at once after %s s',
-    defined $took ? sprintf('%.2f', $took) : 'never');
+my $took = reached('critical', $tc, 7);
+diag('critical at once: ' . join ' ', map { my $t = reached('critical', $tc,
+    $_); sprintf '%d after %s s', $_, defined $t ? sprintf('%.2f', $t)
+    : 'never' } 1 .. 8) if $ENV{TEST_VERBOSE};
+my $half = reached('critical', $tc, 3);
+diag(sprintf 'critical came back: 3 at once after %s s, 7 after %s s',
+    map { defined $_ ? sprintf('%.2f', $_) : 'never' } $half, $took);
 ok(defined $took && $took <= 3,
-    'critical has 6 leases at once within 3 s of its return');
+    'critical has its nominal 7 leases at once within 3 s of its return');
 
 my ($c_mean) = held('critical', $tc + 3, $tc + 8);
 my ($b2_mean) = held('batch', $tc + 3, $tc + 8);
@@ -243,6 +258,20 @@ cmp_ok($c_mean, '>=', 6.5, 'critical holds 6.5 leases at least on '
 cmp_ok($b2_mean, '>=', 0.6, 'batch keeps its nominal lease (0.6 at least '
     . 'on average)');
 cmp_ok($peak, '<=', $LEASES, "never more than $LEASES at the backend");
+
+my ($lock) = grep { $_->{path} eq $PATH } @{ $json->{locks} };
+my @cls = @{ $lock->{fair}{classes} // [] };
+is(join(',', map { $_->{class} } @cls), 'critical,standard,batch',
+    'the status page shows the classes, in their order');
+my ($c) = grep { $_->{class} eq 'critical' } @cls;
+diag(sprintf 'nginx 0: %s', join '; ', map { sprintf '%s held %d, '
+    . 'waiting %d, part %.3f', @$_{qw(class held waiting part)} } @cls);
+ok($c && $c->{held} >= 4 && $c->{part} >= 5,
+    '... critical holding most of its part there');
+like($prom, qr/^zk_lock_class_held\{path="\/t\/prio",[^}]*class="critical"\}
+    \s+([4-9]|\d\d)$/mx, 'and so do the metrics (zk_lock_class_held)');
+like($prom, qr/^zk_lock_class_part\{[^}]*class="batch"\}\s+\d+\.\d{3}$/m,
+    '... and zk_lock_class_part, in leases');
 
 my @crit = @{ results($critical) };
 my @all = (@{ results($batch) }, @crit);

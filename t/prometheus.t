@@ -3,7 +3,8 @@
 #
 #  1. promtool check metrics (Debian's prometheus package, unpacked by
 #     t/lib/promtool.sh) accepts it, zk_lock_fair_flows and
-#     zk_lock_fair_claim among its families (a location with fair=);
+#     zk_lock_fair_claim among its families (a location with fair=),
+#     and zk_lock_class_part (with priority=);
 #  2. one lock path in two locations is one series per family, counting the
 #     requests of both (Prometheus drops a repeated label set, and with it
 #     the counts of one location);
@@ -32,6 +33,8 @@ my $be = backend_start();
 my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
     zk_hosts %%ZK%%;
     zk_session_timeout 4s;
+    zk_lock_class gold shares=3 lendable=0%;
+    zk_lock_class silver shares=1 lendable=100% default;
 
     server {
         listen 127.0.0.1:%%PORT%%;
@@ -61,7 +64,8 @@ my $ng = nginx_start(<<'EOF', zk => $zk, backend => $be, workers => 2);
             proxy_pass http://%%BACKEND%%;
         }
         location /fair {
-            zk_semaphore /p/fair leases=2 keep=1s fair=$arg_t;
+            zk_semaphore /p/fair leases=2 keep=1s fair=$arg_t
+                         priority=$arg_c;
             proxy_pass http://%%BACKEND%%;
         }
         location = /metrics {
@@ -155,6 +159,9 @@ like($text, qr/^zk_lock_fair_flows\{path="\/p\/fair",type="semaphore"\} \d+$/m,
     '... and its flows');
 unlike($text, qr/^zk_lock_fair_\w+\{path="\/p\/shared"/m,
     'a lock without fair= has neither');
+like($text, qr/^zk_lock_class_part\{path="\/p\/fair",type="semaphore",
+    class="gold"\}\s\d+\.\d{3}$/mx, 'its classes have their part '
+    . '(priority=)');
 promtool_ok($text, 'promtool check metrics accepts it');
 
 # bypassed, then redirected to the same lock: counted once
