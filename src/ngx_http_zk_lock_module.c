@@ -684,10 +684,12 @@ ngx_http_zk_lock_register(ngx_conf_t *cf, ngx_http_zk_lock_spec_t *spec)
         metric->leases = spec->lock.leases;
         metric->counter = spec->lock.counter;
         metric->fair = 0;
+        metric->priority = 0;
     }
 
     metric = lmcf->metrics->elts;
     metric[i].fair |= ngx_zk_lock_params_flows(&spec->lock);
+    metric[i].priority |= (spec->lock.priority.len != 0);
 
     if (ngx_zk_lock_params_number(cf, &lmcf->specs, spec,
                                   sizeof(ngx_http_zk_lock_spec_t))

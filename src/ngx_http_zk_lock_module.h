@@ -130,6 +130,7 @@ typedef struct {
     ngx_str_t                     counter;    /* leases=zk:<path> */
     ngx_uint_t                    local;      /* its index in local leases */
     unsigned                      fair:1;     /* a directive with fair= */
+    unsigned                      priority:1; /* ... with priority= */
 } ngx_http_zk_lock_metric_t;
 
 

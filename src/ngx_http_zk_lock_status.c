@@ -527,7 +527,9 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
                             ngx_http_zk_lock_metrics_gauge(c, i,
                                               NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
                             claim / 1000, claim % 1000);
-            p = ngx_http_zk_lock_status_classes_json(p, classes, c, i);
+            p = ngx_http_zk_lock_status_classes_json(p,
+                                          m[i].priority ? classes : NULL,
+                                          c, i);
             p = ngx_http_zk_lock_status_top_json(p, top,
                                   ngx_http_zk_lock_metrics_top(c, i, top));
         }
@@ -888,7 +890,7 @@ ngx_http_zk_lock_status_classes_json(u_char *p, ngx_zk_lock_classes_t *cl,
 
 /*
  * priority=: each class's requests served and waiting, and its part of
- * the instance's leases, for every lock with flows
+ * the instance's leases, for every lock with priority=
  */
 
 static u_char *
@@ -929,7 +931,7 @@ ngx_http_zk_lock_status_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
                         help[k], family[k]);
 
         for (i = 0; i < c->names->nelts; i++) {
-            if (!m[i].fair) {
+            if (!m[i].priority) {
                 continue;
             }
 

@@ -92,6 +92,8 @@ static void ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
 static void ngx_zk_lock_board_read(ngx_zk_lock_board_t *b, u_char *name);
 static void ngx_zk_lock_board_got(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data);
+static uint64_t ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b,
+    ngx_zk_lock_report_t *r);
 static void ngx_zk_lock_board_parse(ngx_zk_lock_board_t *b,
     ngx_zk_lock_report_t *report, u_char *p, u_char *last);
 static ngx_uint_t ngx_zk_lock_board_moved(ngx_zk_lock_board_t *b);
@@ -532,10 +534,8 @@ ngx_zk_lock_board_claim(void *data, u_char *worker)
 {
     ngx_zk_lock_board_t  *b = data;
 
-    ngx_zk_lock_report_t  *r;
-
     uint64_t               w;
-    ngx_uint_t             k;
+    ngx_zk_lock_report_t  *r;
 
     r = ngx_zk_lock_board_report(b->reports, b->nreports, worker);
 
@@ -543,20 +543,87 @@ ngx_zk_lock_board_claim(void *data, u_char *worker)
         return r ? r->claim : 0;
     }
 
-    /* priority=: what its classes' claims give it, thousandths of leases */
+    w = ngx_zk_lock_board_weight(b, r);
+
+    return (ngx_uint_t) ngx_max(ngx_min(w, NGX_ZK_LOCK_SHARE_WEIGHT_MAX), 1);
+}
+
+
+/* priority=: what a report's classes' claims give it, thousandths of leases */
+
+static uint64_t
+ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b, ngx_zk_lock_report_t *r)
+{
+    uint64_t    w;
+    ngx_uint_t  k;
 
     if (r->plain) {
-        w = r->claim * b->factor[b->classes->dflt] / 1000;
+        return r->claim * b->factor[b->classes->dflt] / 1000;
+    }
 
-    } else {
-        w = 0;
+    w = 0;
 
-        for (k = 0; k < b->classes->n; k++) {
-            w += r->cls.claim[k] * b->factor[k] / 1000;
+    for (k = 0; k < b->classes->n; k++) {
+        w += r->cls.claim[k] * b->factor[k] / 1000;
+    }
+
+    return w;
+}
+
+
+/*
+ * priority=: the leases this worker may hold: the leases that the
+ * classes' parts add up to, apportioned between the workers by their
+ * weights as every worker computes them from the reports, ours as
+ * written (the largest remainders, ties by name), so that the caps add
+ * up to no more than the parts, and no reserved seat is taken by
+ * rounding; and "extra" (thousandths), for the classes that nobody claims
+ * yet; one at least
+ */
+
+ngx_uint_t
+ngx_zk_lock_board_seats(ngx_zk_lock_board_t *b, uint64_t extra)
+{
+    uint64_t               w, mine, total, floors;
+    ngx_uint_t             i, k, above;
+    ngx_zk_lock_report_t  *r;
+
+    mine = 0;
+
+    for (k = 0; ngx_zk_lock_board_mine(b) && k < b->classes->n; k++) {
+        mine += b->wcls.claim[k] * b->factor[k] / 1000;
+    }
+
+    total = mine;
+    floors = mine / 1000;
+    above = 0;
+
+    for (i = 0; i < b->nreports; i++) {
+        r = &b->reports[i];
+
+        if (r->claim == 0) {
+            continue;
+        }
+
+        w = ngx_zk_lock_board_weight(b, r);
+
+        total += w;
+        floors += w / 1000;
+
+        if (w % 1000 > mine % 1000
+            || (w % 1000 == mine % 1000
+                && ngx_memcmp(r->name, b->session->ours,
+                              NGX_ZK_LOCK_OURS_LEN) < 0))
+        {
+            above++;
         }
     }
 
-    return (ngx_uint_t) ngx_max(ngx_min(w, NGX_ZK_LOCK_SHARE_WEIGHT_MAX), 1);
+    /* the seats left by the floors go to the largest remainders */
+
+    return (ngx_uint_t) ngx_max(mine / 1000
+                                + (above < total / 1000 - floors)
+                                + (extra + 999) / 1000, 1);
 }
 
 

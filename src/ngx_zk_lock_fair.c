@@ -72,6 +72,9 @@
 /* the claim's window, ms: a quantum of kept leases */
 #define NGX_ZK_LOCK_FAIR_WINDOW  600
 
+/* a class's target, at least, for its virtual time: 5% of a lease */
+#define NGX_ZK_LOCK_FAIR_LEAST   50
+
 
 /* priority=: the default class; the one class, 0, without classes */
 #define ngx_zk_lock_fair_dflt(fair)                                      \
@@ -102,6 +105,8 @@ typedef struct {
 static ngx_zk_lock_fair_flow_t *ngx_zk_lock_fair_find(
     ngx_zk_lock_fair_t *fair, ngx_zk_lock_flow_t *flow);
 static void ngx_zk_lock_fair_tally(ngx_zk_lock_fair_flow_t *f);
+static void ngx_zk_lock_fair_class_pay(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_fair_flow_t *f, ngx_zk_lock_node_t *ticket, ngx_msec_t held);
 static ngx_uint_t ngx_zk_lock_fair_smooth(ngx_uint_t old, uint64_t now);
 static uint64_t ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_flow_t *f, ngx_msec_t window);
@@ -258,6 +263,7 @@ ngx_zk_lock_fair_init(ngx_zk_lock_fair_t *fair)
     fair->start = ngx_current_msec;
     fair->claim = 0;
     fair->classes = NULL;
+    fair->cvtime = 0;
     ngx_memzero(fair->cls, sizeof(fair->cls));
 }
 
@@ -391,18 +397,19 @@ ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 
 
 /*
- * priority=: the class to serve, of those that wait, the one that holds
- * the least for its part of the instance's leases (its target), the
- * higher of two alike: a class never waits behind a lower one that has
- * its part, nor a lower one below its part behind a higher one
+ * priority=: the class to serve, of those that wait: the one least served
+ * for its part of the instance's leases (its target), in lease time over
+ * the part (weighted fair queuing between the classes, as between the
+ * flows of a class), the higher of two alike.  A class that comes, or
+ * comes back, starts level with the last served: it is served at the
+ * next lease that frees, however many requests of the others wait.
  */
 
 static ngx_uint_t
 ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 {
-    uint64_t                  score, least;
-    ngx_uint_t                i, best, held[NGX_ZK_LOCK_CLASS_MAX];
-    ngx_uint_t                waits[NGX_ZK_LOCK_CLASS_MAX];
+    uint64_t                  v, least;
+    ngx_uint_t                i, best, waits[NGX_ZK_LOCK_CLASS_MAX];
     ngx_queue_t              *q;
     ngx_zk_lock_node_t       *ticket;
     ngx_zk_lock_fair_flow_t  *f;
@@ -411,7 +418,6 @@ ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
         return 0;
     }
 
-    ngx_memzero(held, sizeof(held));
     ngx_memzero(waits, sizeof(waits));
 
     for (q = ngx_queue_head(tickets);
@@ -423,14 +429,6 @@ ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
         waits[f ? f->cls : ngx_zk_lock_fair_dflt(fair)] = 1;
     }
 
-    for (q = ngx_queue_head(&fair->flows);
-         q != ngx_queue_sentinel(&fair->flows);
-         q = ngx_queue_next(q))
-    {
-        f = ngx_queue_data(q, ngx_zk_lock_fair_flow_t, queue);
-        held[f->cls] += f->held;
-    }
-
     best = ngx_zk_lock_fair_dflt(fair);
     least = (uint64_t) -1;
 
@@ -439,11 +437,10 @@ ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
             continue;
         }
 
-        /* leases, and the target in thousandths of leases */
-        score = (uint64_t) (held[i] + 1) * 1000000 / (fair->cls[i].target + 1);
+        v = ngx_max(fair->cls[i].vtime, fair->cvtime);
 
-        if (score < least) {
-            least = score;
+        if (v < least) {
+            least = v;
             best = i;
         }
     }
@@ -457,8 +454,9 @@ ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 void
 ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
 {
-    uint64_t                  charge;
-    ngx_zk_lock_fair_flow_t  *f;
+    uint64_t                   charge;
+    ngx_zk_lock_fair_flow_t   *f;
+    ngx_zk_lock_fair_class_t  *c;
 
     f = ticket->flow;
 
@@ -476,6 +474,15 @@ ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
 
     ticket->fair_charge = charge;
     ticket->fair_start = ngx_current_msec;
+
+    if (fair->classes) {
+        /* its class too, by its part: none banks credit while idle */
+        c = &fair->cls[f->cls];
+        c->vtime = ngx_max(c->vtime, fair->cvtime);
+        fair->cvtime = c->vtime;
+        c->vtime += (uint64_t) fair->hold * 1000
+                    / ngx_max(c->target, NGX_ZK_LOCK_FAIR_LEAST);
+    }
 }
 
 
@@ -529,6 +536,10 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
 
         paid = (uint64_t) held * NGX_ZK_LOCK_FAIR_SCALE / f->weight;
         f->vtime = f->vtime - ticket->fair_charge + paid;
+
+        if (fair->classes) {
+            ngx_zk_lock_fair_class_pay(fair, f, ticket, held);
+        }
     }
 
     ngx_zk_lock_fair_tally(f);
@@ -549,6 +560,32 @@ ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair, ngx_zk_lock_node_t *ticket)
 
 
 /*
+ * priority=: a class pays what its request held, for the mean hold it was
+ * charged at the grant (the flow's charge over its weight)
+ */
+
+static void
+ngx_zk_lock_fair_class_pay(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_fair_flow_t *f, ngx_zk_lock_node_t *ticket, ngx_msec_t held)
+{
+    uint64_t                   mean, w, diff;
+    ngx_zk_lock_fair_class_t  *c;
+
+    c = &fair->cls[f->cls];
+    w = ngx_max(c->target, NGX_ZK_LOCK_FAIR_LEAST);
+    mean = ticket->fair_charge * f->weight / NGX_ZK_LOCK_FAIR_SCALE;
+
+    if (held >= mean) {
+        c->vtime += (held - mean) * 1000 / w;
+
+    } else {
+        diff = (mean - held) * 1000 / w;
+        c->vtime -= ngx_min(diff, c->vtime);
+    }
+}
+
+
+/*
  * The instance's claim on the fleet's leases, in thousandths of a flow:
  * the flows' parts over the last window, at once when it grows, halved
  * towards it when it falls (a flow that pauses keeps some of its claim)
@@ -564,8 +601,9 @@ ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair)
 
 
 /*
- * priority=: whether a ticket waits of a class whose reserved seats are
- * idle in the fleet (keep.c): it may take them, whatever the worker's cap
+ * priority=: whether a ticket waits of a class that comes back to its
+ * reserved seats, idle in the fleet (keep.c): it may take them, whatever
+ * the worker's cap
  */
 
 ngx_uint_t

@@ -64,11 +64,13 @@ typedef struct {
 typedef struct {
     uint64_t                      level;      /* a flow's: 0, fair.level */
     uint64_t                      target;     /* thousandths of leases */
+    uint64_t                      vtime;      /* held ms over target */
     uint64_t                      gone;       /* claim of flows that left */
     uint64_t                      gone_busy;  /* ... their tickets' ms */
     ngx_uint_t                    claim;      /* thousandths of a flow */
     ngx_uint_t                    demand;     /* thousandths of leases */
-    unsigned                      reserved:1; /* has seats idle for it */
+    unsigned                      reserved:1; /* comes back to seats idle
+                                                 for it */
 } ngx_zk_lock_fair_class_t;
 
 
@@ -88,6 +90,7 @@ typedef struct {
      * the last window, and what the fleet gives them here (keep.c)
      */
     ngx_zk_lock_classes_t        *classes;    /* NULL: one class, 0 */
+    uint64_t                      cvtime;     /* the last served class's */
     ngx_zk_lock_fair_class_t      cls[NGX_ZK_LOCK_CLASS_MAX];
 } ngx_zk_lock_fair_t;
 

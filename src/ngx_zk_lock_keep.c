@@ -59,8 +59,10 @@
  * need and the last listing showed free leases, and grows at once.
  *
  * With priority=, the instances are weighed by what their classes'
- * claims give them, and while a class's seats are reserved and idle, a
- * worker holds no more than its weight (see keep_classes()).
+ * claims give them, and a worker holds no more than its seats of the
+ * classes' parts, so that reserved seats stay idle (see keep_classes());
+ * inside it, the classes are served weighted fair by their parts
+ * (fair.c).
  *
  * A read lock's pool (zk_rwlock read keep=) has no shares: readers share,
  * so a lease of its takes any number of requests at once (its riders),
@@ -189,8 +191,7 @@ struct ngx_zk_lock_pool_s {
     ngx_uint_t                    far;        /* ... or far behind them */
     ngx_uint_t                    many;       /* leases: more than one */
     ngx_uint_t                    cap;        /* priority=: held at most,
-                                                 while reserved seats are
-                                                 idle; 0: none */
+                                                 its seats; 0: none */
 
     ngx_zk_lock_share_t           share;      /* from the last listing */
     ngx_zk_lock_fair_t            fair;       /* fair=: its tickets' flows */
@@ -1752,7 +1753,8 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
         now = 1000 * (load[k].held + load[k].waiting);
 
         cls.claim[k] = pool->fair.cls[k].claim;
-        cls.demand[k] = ngx_max(pool->fair.cls[k].demand, now);
+        cls.demand[k] = pool->fair.cls[k].demand ? pool->fair.cls[k].demand
+                                                 : now;
     }
 
     ngx_zk_lock_board_post(pool->board, claim, &cls);
@@ -1763,15 +1765,17 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
  * priority=: the classes' parts of the leases across the fleet (board.c,
  * class.c), and so this worker's, which weighs it in share.c: the sum of
  * its classes' claims, each worth its class's part over the class's
- * claims.  While a class's reserved seats are idle, the worker takes no
- * more than that (one at least), lest others' borrowing take them, but
- * for the requests of such a class (see fair_reserved()).
+ * claims.  The worker takes no more than that (its seats, see
+ * board_seats()), lest others' borrowing take a class's reserved seats
+ * while they are idle, but
+ * for the requests of such a class that nobody claimed yet (see
+ * fair_reserved()): it comes back.
  */
 
 static void
 ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
 {
-    uint64_t                    weight, now;
+    uint64_t                    weight, extra, now;
     ngx_uint_t                  k;
     ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_zk_lock_fair_class_t   *c;
@@ -1781,10 +1785,17 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
     (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
 
     weight = 0;
+    extra = 0;
 
     for (k = 0; k < pool->fair.classes->n; k++) {
         c = &pool->fair.cls[k];
-        c->reserved = (fl.a.reserved >> k) & 1;
+
+        /*
+         * a class that comes back to seats reserved for it takes them at
+         * once; once the fleet weighs its claims, its part is in the
+         * workers' weights, and so in their caps
+         */
+        c->reserved = ((fl.a.reserved >> k) & 1) && fl.claims[k] == 0;
 
         if (fl.claims[k] == 0) {
             /*
@@ -1796,7 +1807,7 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
 
             c->level = 0;
             c->target = fl.a.nominal[k];
-            weight += ngx_min(c->target, ngx_max((uint64_t) c->demand, now));
+            extra += ngx_min(c->target, ngx_max((uint64_t) c->demand, now));
             continue;
         }
 
@@ -1807,11 +1818,9 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
         weight += c->target;
     }
 
-    pool->share.weight = (ngx_uint_t) ngx_min(weight,
+    pool->share.weight = (ngx_uint_t) ngx_min(weight + extra,
                                               NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
-    /* rounded to the nearest: up, the workers' caps took an idle seat */
-    pool->cap = fl.a.idle ? (ngx_uint_t) ngx_max((weight + 500) / 1000, 1)
-                          : 0;
+    pool->cap = ngx_zk_lock_board_seats(pool->board, extra);
 }
 
 

@@ -108,6 +108,7 @@ my $conf = <<"EOF";
     server {
         listen 127.0.0.1:%%PORT%%;
         access_log off;
+        location = /status { zk_lock_status_page; }
 $locations    }
 EOF
 
@@ -247,7 +248,28 @@ sub flood {
     push @clients, map { { port => $ng[$_]->port,
         uri => uri($mode, 'critical'), rate => $rate / $INSTANCES,
         offset => $_ / $rate, timeout => 90 } } 0 .. $INSTANCES - 1;
+    my $seen = $ng[0]->prefix . "/status.$$.txt";
+    unlink $seen;
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        # each instance's classes, held and parts, in the middle
+        sleep $w0 + $seconds / 2 - time;
+        open my $o, '>', $seen or POSIX::_exit(1);
+        for my $j (0 .. $#ng) {
+            my $st = eval { JSON::PP->new->decode(
+                http_get($ng[$j]->port, '/status')->{body}) } or next;
+            my ($l) = grep { $_->{path} eq $PATH{$mode} } @{ $st->{locks} };
+            next unless $l;
+            printf $o "  nginx %d: held %d, waiting %d%s\n", $j, $l->{held},
+                $l->{waiting}, join '', map { sprintf '; %s %d+%d, part %.2f',
+                @$_{qw(class held waiting part)} }
+                @{ $l->{fair}{classes} // [] };
+        }
+        close $o;
+        POSIX::_exit(0);
+    }
     my $reqs = run_load($mode, $w1 + 1, @clients);
+    waitpid $pid, 0;
     my $calls = $be->calls->{$mode} // [];
     settle($mode);
     my $z1 = zk_zxid($zk->port);
@@ -273,7 +295,8 @@ sub flood {
         $ok += $r{$c}{ok};
     }
     my (undef, $peak) = held($calls, undef, $w0 - $warmup, $w1 + 1);
-    return { r => \%r, peak => $peak, writes => $ok ? ($z1 - $z0) / $ok : 0 };
+    return { r => \%r, peak => $peak, writes => $ok ? ($z1 - $z0) / $ok : 0,
+        status => -s $seen ? slurp($seen) : '' };
 }
 
 sub reclaim {
@@ -334,8 +357,9 @@ if (grep { $_ eq 'flood' } @scenarios) {
                 $r->{ok}, $r->{bad}, f('%.0f', $r->{p50}),
                 f('%.0f', $r->{p99}), $r->{slice};
         }
-        push @tail, sprintf '%s: peak %d/%d, %.4f writes/request', $m,
-            $p->{peak}, $leases, $p->{writes};
+        push @tail, sprintf "%s: peak %d/%d, %.4f writes/request; in the "
+            . "middle (class held+waiting):\n%s", $m, $p->{peak}, $leases,
+            $p->{writes}, $p->{status};
     }
     print "$_\n" for @tail;
 }
