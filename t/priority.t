@@ -22,8 +22,8 @@
 #  2. batch alone, 12 clients on each nginx (fresh connections, no pause):
 #     it gets its nominal lease and what the others lend (3.5 and 1), not
 #     their reserved seats: over 5 s after a warm-up, batch holds 4 to
-#     6.5 leases on average (5.5 computed), never more than 7 at once
-#     (without classes it takes all 10)
+#     6.5 leases on average (5.5 computed, 5 in whole seats), never more
+#     than 7 at once (without classes it takes all 10)
 #  3. critical comes back, 16 clients on nginx 0 only, beside the batch
 #     flood on both: its reserved seats are idle, and it takes them at
 #     once; the 3.5 it lent come back as batch's requests end on them,
@@ -49,6 +49,7 @@ use JSON::PP ();
 use POSIX ();
 use lib 't/lib';
 use ZkLock::Test;
+use ZkLock::Calls;
 
 require_prereqs(qw(nginx zookeeper kazoo module));
 
@@ -162,44 +163,9 @@ sub results {
     return -s $l->{out} ? JSON::PP->new->decode(slurp($l->{out})) : [];
 }
 
-# seat-seconds of a class's calls within [w0, w1), and the most at once
-sub held {
-    my ($class, $w0, $w1) = @_;
-    my ($seat, @ev) = (0);
-    for my $c (@{ $be->calls->{$KEY} // [] }) {
-        my ($start, $end, $w, $id) = @$c;
-        next if defined $class && $id ne $class;
-        $end //= $w1;
-        my $lo = $start > $w0 ? $start : $w0;
-        my $hi = $end < $w1 ? $end : $w1;
-        next unless $hi > $lo;
-        $seat += $hi - $lo;
-        push @ev, [ $lo, 1 ], [ $hi, -1 ];
-    }
-    my ($now, $peak) = (0, 0);
-    for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @ev) {
-        $now += $e->[1];
-        $peak = $now if $now > $peak;
-    }
-    return ($seat / ($w1 - $w0), $peak);
-}
+sub held { return calls_held($be->calls->{$KEY} // [], @_) }
 
-# the first time from $t0 on at which $n calls of a class ran at once
-sub reached {
-    my ($class, $t0, $n) = @_;
-    my @ev;
-    for my $c (@{ $be->calls->{$KEY} // [] }) {
-        my ($start, $end, $w, $id) = @$c;
-        next unless $id eq $class;
-        push @ev, [ $start, 1 ], [ $end // 9e9, -1 ];
-    }
-    my $now = 0;
-    for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @ev) {
-        $now += $e->[1];
-        return $e->[0] - $t0 if $now >= $n && $e->[0] >= $t0;
-    }
-    return undef;
-}
+sub reached { return calls_reached($be->calls->{$KEY} // [], @_) }
 
 $be->reset;
 my $t0 = time;
@@ -238,12 +204,14 @@ my $prom = http_get($ng[0]->port, '/metrics')->{body};
 
 sleep $tc + 8.2 - time;
 my $took = reached('critical', $tc, 7);
-diag('critical at once: ' . join ' ', map { my $t = reached('critical', $tc,
-    $_); sprintf '%d after %s s', $_, defined $t ? sprintf('%.2f', $t)
-    : 'never' } 1 .. 8) if $ENV{TEST_VERBOSE};
-my $half = reached('critical', $tc, 3);
-diag(sprintf 'critical came back: 3 at once after %s s, 7 after %s s',
-    map { defined $_ ? sprintf('%.2f', $_) : 'never' } $half, $took);
+sub after {
+    my $t = reached('critical', $tc, $_[0]);
+    return defined $t ? sprintf('%.2f s', $t) : 'never';
+}
+diag('critical at once: ' . join ', ', map { "$_ after " . after($_) } 1 .. 8)
+    if $ENV{TEST_VERBOSE};
+diag(sprintf 'critical came back: 3 at once after %s, 7 after %s',
+    after(3), after(7));
 ok(defined $took && $took <= 3,
     'critical has its nominal 7 leases at once within 3 s of its return');
 

@@ -57,6 +57,7 @@ use POSIX ();
 use Time::HiRes qw(time sleep);
 use lib "$FindBin::Bin/../lib";
 use ZkLock::Test;
+use ZkLock::Calls;
 
 chdir "$FindBin::Bin/../.." or die "chdir: $!";
 
@@ -103,7 +104,8 @@ EOF
 my $conf = <<"EOF";
     zk_hosts %%ZK%%;
     zk_lock_class critical shares=$SHARES{critical} lendable=$LEND{critical}%;
-    zk_lock_class standard shares=$SHARES{standard} lendable=$LEND{standard}% default;
+    zk_lock_class standard shares=$SHARES{standard}
+                  lendable=$LEND{standard}% default;
     zk_lock_class batch    shares=$SHARES{batch} lendable=$LEND{batch}%;
     server {
         listen 127.0.0.1:%%PORT%%;
@@ -158,45 +160,6 @@ sub parts {
         last;
     }
     return %a;
-}
-
-# the calls of a class (undef: all) in [lo, hi): leases on average, peak
-sub held {
-    my ($calls, $class, $lo, $hi) = @_;
-    my ($seat, @ev) = (0);
-    for my $c (@$calls) {
-        my ($start, $end, $w, $id) = @$c;
-        next if defined $class && $id ne $class;
-        $end //= $hi;
-        my $a = $start > $lo ? $start : $lo;
-        my $b = $end < $hi ? $end : $hi;
-        next unless $b > $a;
-        $seat += ($b - $a) * $w;
-        push @ev, [ $a, $w ], [ $b, -$w ];
-    }
-    my ($now, $peak) = (0, 0);
-    for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @ev) {
-        $now += $e->[1];
-        $peak = $now if $now > $peak;
-    }
-    return ($seat / ($hi - $lo), $peak);
-}
-
-# the first time from $t0 on at which a class ran $n calls at once
-sub reached {
-    my ($calls, $class, $t0, $n) = @_;
-    my @ev;
-    for my $c (@$calls) {
-        my ($start, $end, $w, $id) = @$c;
-        next unless $id eq $class;
-        push @ev, [ $start, 1 ], [ $end // 9e9, -1 ];
-    }
-    my $now = 0;
-    for my $e (sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @ev) {
-        $now += $e->[1];
-        return $e->[0] - $t0 if $now >= $n && $e->[0] >= $t0;
-    }
-    return undef;
 }
 
 # one load.py run; the clients' requests and the backend's calls
@@ -282,7 +245,7 @@ sub flood {
         my @lat = sort { $a <=> $b } map { 1000 * ($_->{end} - $_->{start}) }
             grep { $_->{status} == 200 && $_->{start} >= $w0
                    && $_->{start} < $w1 } @mine;
-        my ($mean) = held($calls, $c, $w0, $w1);
+        my ($mean) = calls_held($calls, $c, $w0, $w1);
         my @slice = map { my $lo = $w0 + 5 * $_; scalar grep {
                 $_->{status} == 200 && $_->{end} >= $lo && $_->{end} < $lo + 5
             } @mine } 0 .. int($seconds / 5) - 1;
@@ -294,7 +257,7 @@ sub flood {
             slice => (sort { $a <=> $b } @slice)[0] };
         $ok += $r{$c}{ok};
     }
-    my (undef, $peak) = held($calls, undef, $w0 - $warmup, $w1 + 1);
+    my (undef, $peak) = calls_held($calls, undef, $w0 - $warmup, $w1 + 1);
     return { r => \%r, peak => $peak, writes => $ok ? ($z1 - $z0) / $ok : 0,
         status => -s $seen ? slurp($seen) : '' };
 }
@@ -319,16 +282,16 @@ sub reclaim {
     my $calls = $be->calls->{$mode} // [];
     settle($mode);
 
-    my ($others) = held($calls, undef, $t0 + $warmup, $tb);
+    my ($others) = calls_held($calls, undef, $t0 + $warmup, $tb);
     my %idle = parts(critical => 0, standard => 1e9, batch => 1e9);
     my $lent = $idle{standard} + $idle{batch};
     my %back = parts(critical => 1e9, standard => 1e9, batch => 1e9);
     my $all = 0;
     $all += $SHARES{$_} for keys %SHARES;
     my $nominal = $leases * $SHARES{critical} / $all;
-    my $took = reached($calls, 'critical', $tb, POSIX::floor($nominal));
-    my ($c_mean) = held($calls, 'critical', $tb + 2, $end);
-    my (undef, $peak) = held($calls, undef, $t0, $end);
+    my $took = calls_reached($calls, 'critical', $tb, POSIX::floor($nominal));
+    my ($c_mean) = calls_held($calls, 'critical', $tb + 2, $end);
+    my (undef, $peak) = calls_held($calls, undef, $t0, $end);
     return { others => $others, lent => $lent, took => $took,
         c_mean => $c_mean, c_part => $back{critical}, peak => $peak,
         nominal => $nominal };
