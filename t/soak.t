@@ -35,6 +35,9 @@
 #        worker 0 every time, their flows counted while they wait and run,
 #        one lease a flow at most: the others wait in their flow), the
 #        instances' claims in /soak/sf.fair
+#   sp   zk_semaphore leases=3 keep=3s priority=$arg_c: classes gold (5
+#        shares, lends none), silver (3, half, the default), bronze (2,
+#        all) and an unknown one, their demands in /soak/sp.fair
 #
 # The clients: SOAK_CLIENTS (10) processes, each seeded with seed + i,
 # each choosing per request an instance, a lock, an upstream time and a
@@ -201,6 +204,8 @@ my @LOCKS = (
     { name => 'sf',  kind => 'sem', cap => 2,
       dir => 'zk_semaphore /soak/sf leases=2 keep=3s fair=$arg_t '
              . 'fair_weight=$arg_fw fair_max=1' },
+    { name => 'sp',  kind => 'sem', cap => 3,
+      dir => 'zk_semaphore /soak/sp leases=3 keep=3s priority=$arg_c' },
 );
 my %LOCK = map { $_->{name} => $_ } @LOCKS;
 for my $l (@LOCKS) {
@@ -217,7 +222,7 @@ my %ST = (name => 'st', kind => 'sem', cap => 2, timeout => 2,
 # issue 36 were in, more than the others)
 my @LOCK_ODDS = (s => 20, kv => 20, m => 8, sw => 8, sl => 8, so => 5,
     'rw-r' => 7, 'rw-w' => 4, km => 8, 'kr-r' => 8, 'kr-w' => 3, s2 => 6,
-    dry => 6, sf => 12);
+    dry => 6, sf => 12, sp => 10);
 @LOCK_ODDS = split /[=,]/, $ENV{SOAK_ODDS} if $ENV{SOAK_ODDS};
 my @SLEEPS = (0, 0, 20, 50, 100, 200, 300);    # ms, the upstream's time
 
@@ -262,6 +267,9 @@ EOF
     return <<"EOF";
     zk_hosts $hosts;
     zk_session_timeout ${T}s;
+    zk_lock_class gold shares=5 lendable=0%;
+    zk_lock_class silver shares=3 lendable=50% default;
+    zk_lock_class bronze shares=2 lendable=100%;
     $extra
     log_format soak '\$arg_id \$status \$zk_lock_status \$pid';
     server {
@@ -607,6 +615,8 @@ sub new_request {
     $uri .= '&w=' . (1 + int rnd(2)) if $lock eq 'sw';
     $uri .= '&t=t' . int(rnd(5)) . '&fw=' . (1 + int rnd(3))
         if $lock eq 'sf';
+    $uri .= '&c=' . pick(qw(gold gold silver bronze nosuch))
+        if $lock eq 'sp';
     return { id => $id, inst => $inst, lock => $lock, how => $how,
         uri => $uri, status => 0,
         allowed => $l->{timeout} + $sleep / 1000 + $MARGIN };
