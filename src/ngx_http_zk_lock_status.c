@@ -76,9 +76,11 @@ static u_char *ngx_http_zk_lock_status_prom_leases(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
 static ngx_zk_lock_classes_t *ngx_http_zk_lock_status_classes(void);
 static u_char *ngx_http_zk_lock_status_classes_json(u_char *p,
-    ngx_zk_lock_classes_t *cl, ngx_http_zk_lock_counts_t *c, ngx_uint_t i);
+    ngx_zk_lock_classes_t *cl, ngx_zk_lock_fair_load_t *load);
 static u_char *ngx_http_zk_lock_status_prom_classes(
     ngx_http_zk_lock_out_t *o, u_char *p, ngx_http_zk_lock_counts_t *c);
+static u_char *ngx_http_zk_lock_status_class(u_char *p, ngx_uint_t k,
+    ngx_str_t *name, ngx_zk_lock_fair_load_t *load);
 static u_char *ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
 static u_char *ngx_http_zk_lock_status_prom_kept(ngx_http_zk_lock_out_t *o,
@@ -479,6 +481,7 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
     ngx_atomic_int_t               claim;
     ngx_zk_lock_classes_t         *classes;
     ngx_zk_lock_fair_top_t         top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_fair_load_t        load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_http_zk_lock_stat_t       *st;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
@@ -527,9 +530,11 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
                             ngx_http_zk_lock_metrics_gauge(c, i,
                                               NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
                             claim / 1000, claim % 1000);
-            p = ngx_http_zk_lock_status_classes_json(p,
-                                          m[i].priority ? classes : NULL,
-                                          c, i);
+            if (m[i].priority && classes) {
+                ngx_http_zk_lock_metrics_loads(c, i, load);
+                p = ngx_http_zk_lock_status_classes_json(p, classes, load);
+            }
+
             p = ngx_http_zk_lock_status_top_json(p, top,
                                   ngx_http_zk_lock_metrics_top(c, i, top));
         }
@@ -862,16 +867,9 @@ ngx_http_zk_lock_status_classes(void)
 
 static u_char *
 ngx_http_zk_lock_status_classes_json(u_char *p, ngx_zk_lock_classes_t *cl,
-    ngx_http_zk_lock_counts_t *c, ngx_uint_t i)
+    ngx_zk_lock_fair_load_t *load)
 {
-    ngx_uint_t               k;
-    ngx_zk_lock_fair_load_t  load[NGX_ZK_LOCK_CLASS_MAX];
-
-    if (cl == NULL) {
-        return p;
-    }
-
-    ngx_http_zk_lock_metrics_loads(c, i, load);
+    ngx_uint_t  k;
 
     p = ngx_sprintf(p, ",\"classes\":[");
 
@@ -890,17 +888,18 @@ ngx_http_zk_lock_status_classes_json(u_char *p, ngx_zk_lock_classes_t *cl,
 
 /*
  * priority=: each class's requests served and waiting, and its part of
- * the instance's leases, for every lock with priority=
+ * the instance's leases, for every lock with priority=, in either layer
  */
 
 static u_char *
 ngx_http_zk_lock_status_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
     ngx_http_zk_lock_counts_t *c)
 {
-    uint32_t                    v;
     ngx_uint_t                  i, j, k;
-    ngx_zk_lock_classes_t      *cl;
+    ngx_zk_lock_stats_t        *st;
+    ngx_zk_lock_classes_t      *cl, *scl;
     ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_zk_lock_stats_name_t   *sn;
     ngx_http_zk_lock_metric_t  *m;
 
     static char  *family[] = {
@@ -914,12 +913,16 @@ ngx_http_zk_lock_status_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
     };
 
     cl = ngx_http_zk_lock_status_classes();
+    st = ngx_zk_lock_stats_find((ngx_cycle_t *) ngx_cycle,
+                                &ngx_http_zk_lock_stream);
+    scl = st ? st->classes : NULL;
 
-    if (cl == NULL) {
+    if (cl == NULL && scl == NULL) {
         return p;
     }
 
     m = c->names->elts;
+    sn = scl ? st->names->elts : NULL;
 
     for (k = 0; k < 3; k++) {
         p = ngx_http_zk_lock_status_room(o, p, 512);
@@ -930,7 +933,7 @@ ngx_http_zk_lock_status_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
         p = ngx_sprintf(p, "# HELP %s %s\n# TYPE %s gauge\n", family[k],
                         help[k], family[k]);
 
-        for (i = 0; i < c->names->nelts; i++) {
+        for (i = 0; cl && i < c->names->nelts; i++) {
             if (!m[i].priority) {
                 continue;
             }
@@ -945,20 +948,55 @@ ngx_http_zk_lock_status_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
                     return NULL;
                 }
 
-                v = (k == 0) ? load[j].held
-                             : (k == 1) ? load[j].waiting : load[j].part;
-
                 p = ngx_http_zk_lock_status_series(p, family[k], &m[i]);
-                p = (k < 2)
-                    ? ngx_sprintf(p, ",class=\"%V\"} %uD\n",
-                                  &cl->class[j].name, v)
-                    : ngx_sprintf(p, ",class=\"%V\"} %uD.%03uD\n",
-                                  &cl->class[j].name, v / 1000, v % 1000);
+                p = ngx_http_zk_lock_status_class(p, k, &cl->class[j].name,
+                                                  &load[j]);
+            }
+        }
+
+        for (i = 0; scl && i < st->names->nelts; i++) {
+            if (!sn[i].priority) {
+                continue;
+            }
+
+            ngx_zk_lock_stats_loads(st, i, load);
+
+            for (j = 0; j < scl->n; j++) {
+                p = ngx_http_zk_lock_status_room(o, p, 256
+                                                 + 2 * sn[i].name.len
+                                                 + NGX_ZK_LOCK_CLASS_NAME);
+                if (p == NULL) {
+                    return NULL;
+                }
+
+                p = ngx_sprintf(p, "%s{path=\"", family[k]);
+                p = ngx_http_zk_lock_status_escape(p, &sn[i].name);
+                p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
+                                ngx_zk_lock_types[sn[i].type].label,
+                                &st->layer);
+                p = ngx_http_zk_lock_status_class(p, k, &scl->class[j].name,
+                                                  &load[j]);
             }
         }
     }
 
     return p;
+}
+
+
+/* a class's series ends: 0, held; 1, waiting; 2, its part in leases */
+
+static u_char *
+ngx_http_zk_lock_status_class(u_char *p, ngx_uint_t k, ngx_str_t *name,
+    ngx_zk_lock_fair_load_t *load)
+{
+    if (k == 2) {
+        return ngx_sprintf(p, ",class=\"%V\"} %uD.%03uD\n", name,
+                           load->part / 1000, load->part % 1000);
+    }
+
+    return ngx_sprintf(p, ",class=\"%V\"} %uD\n", name,
+                       k ? load->waiting : load->held);
 }
 
 
@@ -1331,6 +1369,7 @@ ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
     ngx_uint_t                 i, j;
     ngx_atomic_int_t           claim;
     ngx_zk_lock_fair_top_t     top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_fair_load_t    load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_zk_lock_stats_name_t  *n;
 
     if (st == NULL) {
@@ -1342,7 +1381,8 @@ ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
 
     for (i = 0; i < st->names->nelts; i++) {
         p = ngx_http_zk_lock_status_room(o, p, 512 + 2 * n[i].name.len
-                                               + NGX_HTTP_ZK_LOCK_TOP_JSON);
+                                               + NGX_HTTP_ZK_LOCK_TOP_JSON
+                                               + NGX_HTTP_ZK_LOCK_CLASSES_JSON);
         if (p == NULL) {
             return NULL;
         }
@@ -1362,6 +1402,13 @@ ngx_http_zk_lock_status_layer_json(ngx_http_zk_lock_out_t *o, u_char *p,
                             ngx_zk_lock_stats_sum(st, i,
                                                   NGX_ZK_LOCK_STATS_FLOWS),
                             claim / 1000, claim % 1000);
+
+            if (n[i].priority && st->classes) {
+                ngx_zk_lock_stats_loads(st, i, load);
+                p = ngx_http_zk_lock_status_classes_json(p, st->classes,
+                                                         load);
+            }
+
             p = ngx_http_zk_lock_status_top_json(p, top,
                                            ngx_zk_lock_stats_top(st, i, top));
         }

@@ -429,6 +429,7 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (ngx_zk_lock_params_flows(&spec->lock)) {
         n = smcf->stat_names->elts;
         n[rc].fair = 1;
+        n[rc].priority |= (spec->lock.priority.len != 0);
     }
 
     return ngx_zk_lock_params_number(cf, &smcf->specs, spec,
@@ -439,8 +440,8 @@ ngx_stream_zk_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 /*
  * fair=: the flows of the pool that keeps the lock's leases, the
  * instance's claim and the flows that hold the most, every quantum
- * (keep.c); the HTTP module's status page shows them (not the classes,
- * yet)
+ * (keep.c), and with priority= its classes; the HTTP module's status
+ * page shows them
  */
 
 static void
@@ -464,6 +465,7 @@ ngx_stream_zk_lock_fair_report(ngx_zk_lock_params_t *lp, ngx_uint_t flows,
     ngx_zk_lock_stats_set(smcf->stats, spec->stat, NGX_ZK_LOCK_STATS_CLAIM,
                           claim);
     ngx_zk_lock_stats_top_set(smcf->stats, spec->stat, top, ntop);
+    ngx_zk_lock_stats_loads_set(smcf->stats, spec->stat, classes, nclasses);
 }
 
 
@@ -620,6 +622,8 @@ ngx_stream_zk_lock_init(ngx_conf_t *cf)
     if (smcf->stats == NULL) {
         return NGX_ERROR;
     }
+
+    smcf->stats->classes = smcf->zk.classes.n ? &smcf->zk.classes : NULL;
 
     if (smcf->local_used && ngx_stream_zk_lock_init_local(cf, smcf) != NGX_OK)
     {

@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
     ngx_atomic_t                  gauge[NGX_ZK_LOCK_STATS_GAUGES];
     ngx_zk_lock_fair_top_t        top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_fair_load_t       loads[NGX_ZK_LOCK_CLASS_MAX];
 } ngx_zk_lock_stats_gauges_t;
 
 
@@ -90,6 +91,7 @@ ngx_zk_lock_stats_add(ngx_conf_t *cf, ngx_array_t **names, ngx_str_t *name,
     n->name = *name;
     n->type = type;
     n->fair = 0;
+    n->priority = 0;
 
     return i;
 }
@@ -251,6 +253,47 @@ ngx_zk_lock_stats_top(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     }
 
     return n;
+}
+
+
+/* priority=: a worker's classes, as its pool reported them */
+
+void
+ngx_zk_lock_stats_loads_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_load_t *load, ngx_uint_t n)
+{
+    ngx_zk_lock_stats_gauges_t  *g;
+
+    g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots + st->slot];
+
+    ngx_memzero(g->loads, sizeof(g->loads));
+
+    if (n) {
+        ngx_memcpy(g->loads, load, n * sizeof(ngx_zk_lock_fair_load_t));
+    }
+}
+
+
+/* priority=: the classes, summed over the workers */
+
+void
+ngx_zk_lock_stats_loads(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_load_t *load)
+{
+    ngx_uint_t                   s, k;
+    ngx_zk_lock_stats_gauges_t  *g;
+
+    g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots];
+
+    ngx_memzero(load, NGX_ZK_LOCK_CLASS_MAX * sizeof(ngx_zk_lock_fair_load_t));
+
+    for (s = 0; s < st->nslots; s++) {
+        for (k = 0; k < NGX_ZK_LOCK_CLASS_MAX; k++) {
+            load[k].held += g[s].loads[k].held;
+            load[k].waiting += g[s].loads[k].waiting;
+            load[k].part += g[s].loads[k].part;
+        }
+    }
 }
 
 

@@ -50,6 +50,7 @@ typedef struct {
     ngx_str_t                     name;
     ngx_uint_t                    type;       /* NGX_ZK_LOCK_MUTEX... */
     unsigned                      fair:1;     /* a directive has fair= */
+    unsigned                      priority:1; /* ... has priority= */
 } ngx_zk_lock_stats_name_t;
 
 
@@ -59,6 +60,7 @@ typedef struct {
     ngx_uint_t                    nslots;     /* of workers */
     ngx_shm_zone_t               *zone;
     ngx_uint_t                    slot;       /* this worker's */
+    ngx_zk_lock_classes_t        *classes;    /* the layer's, for the page */
 } ngx_zk_lock_stats_t;
 
 
@@ -77,6 +79,10 @@ void ngx_zk_lock_stats_top_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_zk_lock_fair_top_t *top, ngx_uint_t n);
 ngx_uint_t ngx_zk_lock_stats_top(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_zk_lock_fair_top_t *top);
+void ngx_zk_lock_stats_loads_set(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_load_t *load, ngx_uint_t n);
+void ngx_zk_lock_stats_loads(ngx_zk_lock_stats_t *st, ngx_uint_t i,
+    ngx_zk_lock_fair_load_t *load);
 
 ngx_zk_lock_stats_t *ngx_zk_lock_stats_find(ngx_cycle_t *cycle,
     ngx_str_t *layer);

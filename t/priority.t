@@ -38,6 +38,14 @@
 #     served (200), and the error log says so once, at warn
 #  5. once the load is over and the kept leases expired, no ephemeral node
 #     is left under the path nor its board
+#  6. stream (1 worker): classes high (3 shares) and low (1, the
+#     default) in the stream block, two servers on one path with
+#     leases=2, priority=low and priority=high: 12 connections of the low
+#     one wait, then 3 of the high one come; the high ones start before
+#     at least 6 of the low ones that came before them; all served, never
+#     more than 2 at the backend; while they wait, the HTTP status page
+#     shows the stream lock's classes (under "stream"), and
+#     zk_lock_class_held has them with layer="stream"
 #  no [alert]/[crit]/[emerg] line, no crashed worker (checked by the
 #  harness at done_testing)
 
@@ -49,9 +57,10 @@ use JSON::PP ();
 use POSIX ();
 use lib 't/lib';
 use ZkLock::Test;
+use ZkLock::Test::Stream;
 use ZkLock::Calls;
 
-require_prereqs(qw(nginx zookeeper kazoo module));
+require_prereqs(qw(nginx zookeeper kazoo module stream));
 
 my $CLASSES = <<'EOF';
     zk_lock_class critical shares=70 lendable=50%;
@@ -262,5 +271,48 @@ is(scalar @said, 1, 'the error log says so once, at warn');
 # 5. nothing left behind
 no_ephemerals($zk, $PATH, 'no node left under the path', 10);
 no_ephemerals($zk, "$PATH.fair", 'nor under its board', 10);
+
+subtest 'stream' => sub {
+    my ($low, $high) = (free_port(), free_port());
+    my $lock = 'zk_semaphore /st/prio leases=2 keep=5s timeout=20s';
+    my $ng = nginx_start(stream_http(), zk => $zk, backend => $be,
+        workers => 1,
+        stream => "    zk_lock_class high shares=3;\n"
+            . "    zk_lock_class low shares=1 default;\n"
+            . stream_conf('%%ZK%%', $low => "$lock priority=low;",
+                          $high => "$lock priority=high;"));
+    ok(wait_for(sub { http_get($high, '/c?key=sp-warm')->{status} == 200 },
+                15), 'served');
+
+    my @req = map { [ $low, "/c?key=sp&sleep=300&rec=1&id=low-$_" ] } 1 .. 12;
+    push @req, map { [ $high, '/c?key=sp&sleep=300&rec=1&id=high' ] } 1 .. 3;
+    my $bg = http_parallel_bg(\@req, stagger => 0.02, timeout => 30);
+
+    my ($entry, $metrics);
+    wait_for(sub {
+        my $st = eval { $ZkLock::Test::JSON->decode(
+            http_get($ng->port, '/zk-status')->{body}) } // {};
+        ($entry) = grep { $_->{path} eq '/st/prio' } @{ $st->{stream} // [] };
+        $metrics = http_get($ng->port, '/zk-metrics')->{body} // '';
+        my ($h) = grep { $_->{class} eq 'high' }
+            @{ $entry->{fair}{classes} // [] };
+        $h && $h->{held} + $h->{waiting} >= 1;
+    }, 4, 0.1);
+    my $res = http_parallel_collect($bg, 40);
+    is(scalar(grep { $_->{status} == 200 } @$res), 15, 'all served');
+    is(join(',', map { $_->{class} } @{ $entry->{fair}{classes} // [] }),
+       'high,low', 'the status page: the stream lock\'s classes')
+        or diag explain $entry;
+    like($metrics, qr/^zk_lock_class_held\{path="\/st\/prio",
+        type="semaphore",layer="stream",class="high"\}\ \d+$/mx,
+        '... zk_lock_class_held with layer="stream"');
+    my @c = @{ $be->calls->{sp} // [] };
+    my ($last) = grep { $c[$_][3] eq 'high' } reverse 0 .. $#c;
+    cmp_ok(defined $last ? $#c - $last : 0, '>=', 6,
+        'the high class\'s connections started before most of the low ones');
+    my ($mean, $peak) = calls_held(\@c, undef, 0, 9e9);
+    cmp_ok($peak, '<=', 2, "never more than 2 at the backend ($peak)");
+    $ng->stop;
+};
 
 done_testing();
