@@ -30,8 +30,10 @@
 #     within a quantum (600 ms) or two: it has 7 leases at once within
 #     3 s.  Over the next 5 s, critical holds 6.5 leases at least on
 #     average (7.9 computed) and batch 0.6 at least (1.1 computed: its
-#     nominal lease is not starved); never more than 10 at the backend
-#     nginx 0's status page shows the lock's classes in order, critical
+#     nominal lease is not starved); then nginx 0 is reloaded: from 3 s
+#     after, critical holds 6 leases at least on average again; never
+#     more than 10 at the backend, the reload included.
+#     Meanwhile nginx 0's status page shows the lock's classes in order, critical
 #     holding 4 at least and its part 5 at least, and the metrics
 #     zk_lock_class_held and zk_lock_class_part
 #  4. an unknown class is the default's: a request with class=nosuch is
@@ -178,7 +180,7 @@ sub reached { return calls_reached($be->calls->{$KEY} // [], @_) }
 
 $be->reset;
 my $t0 = time;
-my $end = $t0 + 21;
+my $end = $t0 + 27;
 
 my $batch = load('batch', $end, map { { port => $ng[ $_ % 2 ]->port,
     uri => uri('batch', 'b' . ($_ % 3)) } } 0 .. 23);
@@ -234,7 +236,18 @@ cmp_ok($c_mean, '>=', 6.5, 'critical holds 6.5 leases at least on '
     . 'standard lends)');
 cmp_ok($b2_mean, '>=', 0.6, 'batch keeps its nominal lease (0.6 at least '
     . 'on average)');
-cmp_ok($peak, '<=', $LEASES, "never more than $LEASES at the backend");
+
+# a reload of nginx 0 amid it: its new workers start from no lease
+ok($ng[0]->reload, 'nginx 0 reloaded while critical and batch run');
+my $tr = time;
+sleep $tr + 8.2 - time;
+my ($c_after) = held('critical', $tr + 3, $tr + 8);
+diag(sprintf 'after the reload: critical %.2f on average', $c_after);
+cmp_ok($c_after, '>=', 6, 'critical holds 6 leases at least on average '
+    . 'from 3 s after the reload');
+($peak) = (held(undef, $t0, $tr + 8))[1];
+cmp_ok($peak, '<=', $LEASES, "never more than $LEASES at the backend, the "
+    . 'reload included');
 
 my ($lock) = grep { $_->{path} eq $PATH } @{ $json->{locks} };
 my @cls = @{ $lock->{fair}{classes} // [] };
