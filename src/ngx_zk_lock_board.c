@@ -162,6 +162,21 @@ ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path,
 }
 
 
+/*
+ * priority=: the classes of a board made for a pool without them; the
+ * reports read so far count in the default class until they change
+ */
+
+void
+ngx_zk_lock_board_classify(ngx_zk_lock_board_t *b,
+    ngx_zk_lock_classes_t *classes)
+{
+    if (b->classes == NULL) {
+        b->classes = classes;
+    }
+}
+
+
 /* the last pool on the path goes: so does our node */
 
 void

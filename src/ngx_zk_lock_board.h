@@ -59,6 +59,8 @@ typedef struct {
 ngx_zk_lock_board_t *ngx_zk_lock_board(ngx_zk_lock_session_t *s,
     ngx_str_t *path, ngx_zk_lock_classes_t *classes);
 void ngx_zk_lock_board_leave(ngx_zk_lock_board_t *b);
+void ngx_zk_lock_board_classify(ngx_zk_lock_board_t *b,
+    ngx_zk_lock_classes_t *classes);
 void ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
     ngx_zk_lock_board_class_t *cls);
 void ngx_zk_lock_board_classes(ngx_zk_lock_board_t *b, uint64_t cap,

@@ -352,6 +352,10 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
         if (pool->board) {
             ngx_add_timer(&pool->weigh, NGX_ZK_LOCK_KEEP_QUANTUM);
         }
+
+    } else if (pool->board && pool->fair.classes) {
+        /* a directive with priority= after one without, on the path */
+        ngx_zk_lock_board_classify(pool->board, pool->fair.classes);
     }
 
     if (rc == NGX_OK) {

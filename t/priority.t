@@ -38,6 +38,8 @@
 #     zk_lock_class_held and zk_lock_class_part
 #  4. an unknown class is the default's: a request with class=nosuch is
 #     served (200), and the error log says so once, at warn
+#  4b. one path with a directive without priority= (first) and one with
+#     it: all served
 #  5. once the load is over and the kept leases expired, no ephemeral node
 #     is left under the path nor its board
 #  6. stream (1 worker): classes high (3 shares) and low (1, the
@@ -139,6 +141,16 @@ $CLASSES
         location = /metrics { zk_lock_status_page prometheus; }
         location = /p {
             zk_semaphore $PATH leases=$LEASES keep=1s timeout=30s
+                         fair=\$arg_tenant priority=\$arg_class;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location = /mix-fair {
+            zk_semaphore /t/mix leases=2 keep=1s timeout=30s
+                         fair=\$arg_tenant;
+            proxy_pass http://%%BACKEND%%;
+        }
+        location = /mix-class {
+            zk_semaphore /t/mix leases=2 keep=1s timeout=30s
                          fair=\$arg_tenant priority=\$arg_class;
             proxy_pass http://%%BACKEND%%;
         }
@@ -280,6 +292,14 @@ is(http_get($ng[1]->port, uri('nosuch', 'x'))->{status}, 200,
 my $log = slurp($ng[1]->prefix . '/logs/error.log');
 my @said = $log =~ /\[warn\].*no class "nosuch", the default class "standard"/g;
 is(scalar @said, 1, 'the error log says so once, at warn');
+
+# 4b. one path, a directive without priority= first, then one with it
+my $mix = http_parallel([ map { [ $ng[1]->port, $_ ] }
+    (map { "/mix-fair?key=mix&sleep=300&tenant=t$_" } 1 .. 3),
+    (map { "/mix-class?key=mix&sleep=100&tenant=u&class=critical" } 1 .. 3)
+], stagger => 0.05, timeout => 20);
+is(scalar(grep { $_->{status} == 200 } @$mix), 6, 'one path, with and '
+    . 'without priority=: all served');
 
 # 5. nothing left behind
 no_ephemerals($zk, $PATH, 'no node left under the path', 10);
