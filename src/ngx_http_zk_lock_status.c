@@ -74,6 +74,8 @@ static u_char *ngx_http_zk_lock_status_prom_gauges(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c, ngx_uint_t which);
 static u_char *ngx_http_zk_lock_status_prom_leases(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_http_zk_lock_counts_t *c);
+static u_char *ngx_http_zk_lock_status_fair_json(u_char *p,
+    ngx_http_zk_lock_counts_t *c, ngx_uint_t i);
 static ngx_zk_lock_classes_t *ngx_http_zk_lock_status_classes(void);
 static u_char *ngx_http_zk_lock_status_classes_json(u_char *p,
     ngx_zk_lock_classes_t *cl, ngx_zk_lock_fair_load_t *load);
@@ -478,15 +480,9 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
     ngx_http_zk_lock_counts_t *c)
 {
     ngx_uint_t                     i, j;
-    ngx_atomic_int_t               claim;
-    ngx_zk_lock_classes_t         *classes;
-    ngx_zk_lock_fair_top_t         top[NGX_ZK_LOCK_FAIR_TOP];
-    ngx_zk_lock_fair_load_t        load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_http_zk_lock_stat_t       *st;
     ngx_http_zk_lock_metric_t     *m;
     ngx_http_zk_lock_histogram_t   h;
-
-    classes = ngx_http_zk_lock_status_classes();
 
     p = ngx_http_zk_lock_status_json_workers(o, p, c);
     if (p == NULL) {
@@ -523,20 +519,7 @@ ngx_http_zk_lock_status_json(ngx_http_zk_lock_out_t *o, u_char *p,
         }
 
         if (m[i].fair) {
-            claim = ngx_http_zk_lock_metrics_gauge(c, i,
-                                              NGX_HTTP_ZK_LOCK_CLAIM_GAUGE);
-            p = ngx_sprintf(p, ",\"fair\":{\"flows\":%A,"
-                            "\"claim\":%A.%03A",
-                            ngx_http_zk_lock_metrics_gauge(c, i,
-                                              NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
-                            claim / 1000, claim % 1000);
-            if (m[i].priority && classes) {
-                ngx_http_zk_lock_metrics_loads(c, i, load);
-                p = ngx_http_zk_lock_status_classes_json(p, classes, load);
-            }
-
-            p = ngx_http_zk_lock_status_top_json(p, top,
-                                  ngx_http_zk_lock_metrics_top(c, i, top));
+            p = ngx_http_zk_lock_status_fair_json(p, c, i);
         }
 
         p = ngx_sprintf(p, ",\"held\":%A,\"waiting\":%A,"
@@ -846,6 +829,39 @@ ngx_http_zk_lock_status_prom_fair(ngx_http_zk_lock_out_t *o, u_char *p,
 
     return (p == NULL) ? NULL
                        : ngx_http_zk_lock_status_prom_classes(o, p, c);
+}
+
+
+/* fair=: a lock's ,"fair":{...}: its flows, claim, classes and top */
+
+static u_char *
+ngx_http_zk_lock_status_fair_json(u_char *p, ngx_http_zk_lock_counts_t *c,
+    ngx_uint_t i)
+{
+    ngx_atomic_int_t            claim;
+    ngx_zk_lock_classes_t      *classes;
+    ngx_zk_lock_fair_top_t      top[NGX_ZK_LOCK_FAIR_TOP];
+    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_http_zk_lock_metric_t  *m;
+
+    m = c->names->elts;
+
+    claim = ngx_http_zk_lock_metrics_gauge(c, i, NGX_HTTP_ZK_LOCK_CLAIM_GAUGE);
+
+    p = ngx_sprintf(p, ",\"fair\":{\"flows\":%A,\"claim\":%A.%03A",
+                    ngx_http_zk_lock_metrics_gauge(c, i,
+                                              NGX_HTTP_ZK_LOCK_FLOWS_GAUGE),
+                    claim / 1000, claim % 1000);
+
+    classes = ngx_http_zk_lock_status_classes();
+
+    if (m[i].priority && classes) {
+        ngx_http_zk_lock_metrics_loads(c, i, load);
+        p = ngx_http_zk_lock_status_classes_json(p, classes, load);
+    }
+
+    return ngx_http_zk_lock_status_top_json(p, top,
+                                    ngx_http_zk_lock_metrics_top(c, i, top));
 }
 
 
