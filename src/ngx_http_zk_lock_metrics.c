@@ -404,7 +404,7 @@ void
 ngx_http_zk_lock_metrics_loads(ngx_http_zk_lock_counts_t *c, ngx_uint_t i,
     ngx_zk_lock_fair_load_t *load)
 {
-    ngx_uint_t                  k, j;
+    ngx_uint_t                  k;
     ngx_http_zk_lock_gauges_t  *g;
 
     ngx_memzero(load, NGX_ZK_LOCK_CLASS_MAX * sizeof(ngx_zk_lock_fair_load_t));
@@ -412,11 +412,7 @@ ngx_http_zk_lock_metrics_loads(ngx_http_zk_lock_counts_t *c, ngx_uint_t i,
     g = &c->shm->gauges[i * c->shm->nslots];
 
     for (k = 0; k < c->shm->nslots; k++) {
-        for (j = 0; j < NGX_ZK_LOCK_CLASS_MAX; j++) {
-            load[j].held += g[k].loads[j].held;
-            load[j].waiting += g[k].loads[j].waiting;
-            load[j].part += g[k].loads[j].part;
-        }
+        ngx_zk_lock_fair_loads_add(load, g[k].loads);
     }
 }
 

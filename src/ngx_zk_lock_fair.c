@@ -681,6 +681,22 @@ ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets,
 }
 
 
+/* priority=: a worker's slot of a layer's gauges added to the classes' */
+
+void
+ngx_zk_lock_fair_loads_add(ngx_zk_lock_fair_load_t *load,
+    ngx_zk_lock_fair_load_t *slot)
+{
+    ngx_uint_t  k;
+
+    for (k = 0; k < NGX_ZK_LOCK_CLASS_MAX; k++) {
+        load[k].held += slot[k].held;
+        load[k].waiting += slot[k].waiting;
+        load[k].part += slot[k].part;
+    }
+}
+
+
 /*
  * The flows that hold the most leases, then wait for the most: at most
  * TOP, by their hash, for the status page

@@ -117,6 +117,8 @@ ngx_uint_t ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair,
     ngx_queue_t *tickets);
 ngx_uint_t ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair,
     ngx_queue_t *tickets, ngx_zk_lock_fair_load_t *load);
+void ngx_zk_lock_fair_loads_add(ngx_zk_lock_fair_load_t *load,
+    ngx_zk_lock_fair_load_t *slot);
 ngx_uint_t ngx_zk_lock_fair_top(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_fair_top_t *top);
 void ngx_zk_lock_fair_top_set(ngx_zk_lock_fair_top_t *slot,

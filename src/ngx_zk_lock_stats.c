@@ -280,7 +280,7 @@ void
 ngx_zk_lock_stats_loads(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_zk_lock_fair_load_t *load)
 {
-    ngx_uint_t                   s, k;
+    ngx_uint_t                   s;
     ngx_zk_lock_stats_gauges_t  *g;
 
     g = &ngx_zk_lock_stats_gauges(st)[i * st->nslots];
@@ -288,11 +288,7 @@ ngx_zk_lock_stats_loads(ngx_zk_lock_stats_t *st, ngx_uint_t i,
     ngx_memzero(load, NGX_ZK_LOCK_CLASS_MAX * sizeof(ngx_zk_lock_fair_load_t));
 
     for (s = 0; s < st->nslots; s++) {
-        for (k = 0; k < NGX_ZK_LOCK_CLASS_MAX; k++) {
-            load[k].held += g[s].loads[k].held;
-            load[k].waiting += g[s].loads[k].waiting;
-            load[k].part += g[s].loads[k].part;
-        }
+        ngx_zk_lock_fair_loads_add(load, g[s].loads);
     }
 }
 
