@@ -587,6 +587,28 @@ ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b, ngx_zk_lock_report_t *r)
 
 
 /*
+ * priority=: what our classes' claims give us, thousandths of leases, as
+ * the others read them (weight() of our report): the weight of ours in
+ * share.c and our seats are computed from it, as theirs are
+ */
+
+uint64_t
+ngx_zk_lock_board_worth(ngx_zk_lock_board_t *b)
+{
+    uint64_t    w;
+    ngx_uint_t  k;
+
+    w = 0;
+
+    for (k = 0; ngx_zk_lock_board_mine(b) && k < b->classes->n; k++) {
+        w += b->wcls.claim[k] * b->factor[k] / 1000;
+    }
+
+    return w;
+}
+
+
+/*
  * priority=: the leases this worker may hold: the leases that the
  * classes' parts add up to, apportioned between the workers by their
  * weights as every worker computes them from the reports, ours as
@@ -600,15 +622,10 @@ ngx_uint_t
 ngx_zk_lock_board_seats(ngx_zk_lock_board_t *b, uint64_t extra)
 {
     uint64_t               w, mine, total, floors;
-    ngx_uint_t             i, k, above;
+    ngx_uint_t             i, above;
     ngx_zk_lock_report_t  *r;
 
-    mine = 0;
-
-    for (k = 0; ngx_zk_lock_board_mine(b) && k < b->classes->n; k++) {
-        mine += b->wcls.claim[k] * b->factor[k] / 1000;
-    }
-
+    mine = ngx_zk_lock_board_worth(b);
     total = mine;
     floors = mine / 1000;
     above = 0;

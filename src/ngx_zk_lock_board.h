@@ -65,6 +65,7 @@ void ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
     ngx_zk_lock_board_class_t *cls);
 void ngx_zk_lock_board_classes(ngx_zk_lock_board_t *b, uint64_t cap,
     ngx_zk_lock_board_fleet_t *fl);
+uint64_t ngx_zk_lock_board_worth(ngx_zk_lock_board_t *b);
 ngx_uint_t ngx_zk_lock_board_seats(ngx_zk_lock_board_t *b, uint64_t extra);
 ngx_uint_t ngx_zk_lock_board_mine(ngx_zk_lock_board_t *b);
 ngx_uint_t ngx_zk_lock_board_claim(void *data, u_char *worker);

@@ -85,6 +85,11 @@
     (((fair)->classes && (flow)->cls < (fair)->classes->n)              \
      ? (flow)->cls : ngx_zk_lock_fair_dflt(fair))
 
+/* a waiting ticket's class: a ticket without a flow is the default's */
+#define ngx_zk_lock_fair_ticket_cls(fair, ticket)                        \
+    ((ticket)->flow ? ((ngx_zk_lock_fair_flow_t *) (ticket)->flow)->cls  \
+                    : ngx_zk_lock_fair_dflt(fair))
+
 
 typedef struct {
     ngx_queue_t                   queue;      /* in fair->flows */
@@ -113,6 +118,8 @@ static uint64_t ngx_zk_lock_fair_part(ngx_zk_lock_fair_t *fair,
 static void ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair);
 static ngx_uint_t ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair,
     ngx_queue_t *tickets);
+static void ngx_zk_lock_fair_waits(ngx_zk_lock_fair_t *fair,
+    ngx_queue_t *tickets, ngx_uint_t *waits);
 static ngx_uint_t ngx_zk_lock_fair_rank(ngx_zk_lock_fair_top_t *top,
     ngx_uint_t n, ngx_zk_lock_fair_top_t *t);
 
@@ -378,12 +385,12 @@ ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
          q = ngx_queue_next(q))
     {
         ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
-        f = ticket->flow;
 
-        if ((f ? f->cls : ngx_zk_lock_fair_dflt(fair)) != cls) {
+        if (ngx_zk_lock_fair_ticket_cls(fair, ticket) != cls) {
             continue;
         }
 
+        f = ticket->flow;
         v = f ? f->vtime : fair->vtime;
 
         if (best == NULL || v < least) {
@@ -408,32 +415,20 @@ ngx_zk_lock_fair_next(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 static ngx_uint_t
 ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 {
-    uint64_t                  v, least;
-    ngx_uint_t                i, best, waits[NGX_ZK_LOCK_CLASS_MAX];
-    ngx_queue_t              *q;
-    ngx_zk_lock_node_t       *ticket;
-    ngx_zk_lock_fair_flow_t  *f;
+    uint64_t    v, least;
+    ngx_uint_t  i, best, waits[NGX_ZK_LOCK_CLASS_MAX];
 
     if (fair->classes == NULL) {
         return 0;
     }
 
-    ngx_memzero(waits, sizeof(waits));
-
-    for (q = ngx_queue_head(tickets);
-         q != ngx_queue_sentinel(tickets);
-         q = ngx_queue_next(q))
-    {
-        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
-        f = ticket->flow;
-        waits[f ? f->cls : ngx_zk_lock_fair_dflt(fair)] = 1;
-    }
+    ngx_zk_lock_fair_waits(fair, tickets, waits);
 
     best = ngx_zk_lock_fair_dflt(fair);
     least = (uint64_t) -1;
 
     for (i = 0; i < fair->classes->n; i++) {
-        if (!waits[i]) {
+        if (waits[i] == 0) {
             continue;
         }
 
@@ -446,6 +441,27 @@ ngx_zk_lock_fair_class(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
     }
 
     return best;
+}
+
+
+/* priority=: how many tickets of each class wait */
+
+static void
+ngx_zk_lock_fair_waits(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets,
+    ngx_uint_t *waits)
+{
+    ngx_queue_t         *q;
+    ngx_zk_lock_node_t  *ticket;
+
+    ngx_memzero(waits, NGX_ZK_LOCK_CLASS_MAX * sizeof(ngx_uint_t));
+
+    for (q = ngx_queue_head(tickets);
+         q != ngx_queue_sentinel(tickets);
+         q = ngx_queue_next(q))
+    {
+        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
+        waits[ngx_zk_lock_fair_ticket_cls(fair, ticket)]++;
+    }
 }
 
 
@@ -609,24 +625,16 @@ ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair)
 ngx_uint_t
 ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets)
 {
-    ngx_uint_t                cls;
-    ngx_queue_t              *q;
-    ngx_zk_lock_node_t       *ticket;
-    ngx_zk_lock_fair_flow_t  *f;
+    ngx_uint_t  k, waits[NGX_ZK_LOCK_CLASS_MAX];
 
     if (fair->classes == NULL) {
         return 0;
     }
 
-    for (q = ngx_queue_head(tickets);
-         q != ngx_queue_sentinel(tickets);
-         q = ngx_queue_next(q))
-    {
-        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
-        f = ticket->flow;
-        cls = f ? f->cls : ngx_zk_lock_fair_dflt(fair);
+    ngx_zk_lock_fair_waits(fair, tickets, waits);
 
-        if (fair->cls[cls].reserved) {
+    for (k = 0; k < fair->classes->n; k++) {
+        if (waits[k] && fair->cls[k].reserved) {
             return 1;
         }
     }
@@ -644,9 +652,8 @@ ngx_uint_t
 ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets,
     ngx_zk_lock_fair_load_t *load)
 {
-    ngx_uint_t                k;
+    ngx_uint_t                k, waits[NGX_ZK_LOCK_CLASS_MAX];
     ngx_queue_t              *q;
-    ngx_zk_lock_node_t       *ticket;
     ngx_zk_lock_fair_flow_t  *f;
 
     if (fair->classes == NULL) {
@@ -663,16 +670,10 @@ ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair, ngx_queue_t *tickets,
         load[f->cls].held += f->held;
     }
 
-    for (q = ngx_queue_head(tickets);
-         q != ngx_queue_sentinel(tickets);
-         q = ngx_queue_next(q))
-    {
-        ticket = ngx_queue_data(q, ngx_zk_lock_node_t, queue);
-        f = ticket->flow;
-        load[f ? f->cls : ngx_zk_lock_fair_dflt(fair)].waiting++;
-    }
+    ngx_zk_lock_fair_waits(fair, tickets, waits);
 
     for (k = 0; k < fair->classes->n; k++) {
+        load[k].waiting = (uint32_t) waits[k];
         load[k].part = (uint32_t) ngx_min(fair->cls[k].target,
                                           NGX_MAX_UINT32_VALUE);
     }

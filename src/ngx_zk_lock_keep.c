@@ -1779,7 +1779,7 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
 static void
 ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
 {
-    uint64_t                    weight, extra, now;
+    uint64_t                    extra, now;
     ngx_uint_t                  k;
     ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_zk_lock_fair_class_t   *c;
@@ -1788,7 +1788,6 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
     ngx_zk_lock_board_classes(pool->board, (uint64_t) leases * 1000, &fl);
     (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
 
-    weight = 0;
     extra = 0;
 
     for (k = 0; k < pool->fair.classes->n; k++) {
@@ -1818,12 +1817,12 @@ ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
         /* a flow's level, thousandths of leases; our part of the class */
         c->level = fl.a.alloc[k] * NGX_ZK_LOCK_SHARE_FLOW / fl.claims[k];
         c->target = fl.a.alloc[k] * fl.mine[k] / fl.claims[k];
-
-        weight += c->target;
     }
 
-    pool->share.weight = (ngx_uint_t) ngx_min(weight + extra,
-                                              NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
+    /* our claims weighed as the others weigh them, see board_seats() */
+    pool->share.weight = (ngx_uint_t)
+        ngx_min(ngx_zk_lock_board_worth(pool->board) + extra,
+                NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
     pool->cap = ngx_zk_lock_board_seats(pool->board, extra);
 }
 
