@@ -16,6 +16,11 @@
 #     with its own bound, no broker name taken by the other
 #  2b. fair= on one path, two such nginx x 4 workers: all served, never
 #     more than the cap across the two, the board a node per instance
+#  2c. the same with priority classes (zk_lock_class, priority=), gold
+#     3 shares lending nothing and tin 1, closed loops of both classes on
+#     both: all served, never more than the cap, each instance's nodes on
+#     the board carry its classes' claims, and over 4.5 s gold holds 2.2
+#     leases at least on average (its part 3) and tin 0.5 (its part 1)
 #  3. keep= on a path built from the request, with 2 workers: 40 values
 #     used once leave no node and no socket pair between the workers
 #     behind them within 3 s, though keep is 30 s; and with two requests
@@ -25,8 +30,10 @@ use strict;
 use warnings;
 use Test::More;
 use Time::HiRes qw(time sleep);
+use JSON::PP ();
 use lib 't/lib';
 use ZkLock::Test;
+use ZkLock::Calls;
 
 require_prereqs(qw(nginx zookeeper kazoo python module));
 
@@ -204,6 +211,79 @@ EOF
         . 'across the two');
     is(scalar keys %board, 2, 'the board has a node per instance, each its '
         . 'own prefix') or diag join ' ', keys %board;
+    for my $i (0, 1) {
+        unlike($ng[$i]->error_log, qr/cannot listen|not this configur/,
+            "nginx $i: its brokers listen on their own names");
+    }
+    $_->stop for @ng;
+    ok(wait_for(sub { !zk_ephemerals($zk, '/br') }, 8), 'no node left');
+};
+
+subtest 'priority= on one path, two nginx in containers sharing a '
+    . 'network namespace' => sub {
+    plan skip_all => 'unshare(1) cannot make a PID namespace here'
+        if system('unshare --pid --fork true >/dev/null 2>&1') != 0;
+
+    my @ng = map { nginx_start(<<'EOF', zk => $zk, backend => $be,
+    zk_hosts %%ZK%%;
+    zk_lock_class gold shares=3 lendable=0%;
+    zk_lock_class tin  shares=1 lendable=100% default;
+    server {
+        listen 127.0.0.1:%%PORT%%;
+        access_log off;
+        location /pns {
+            zk_semaphore /br/pns leases=4 keep=1s timeout=20s
+                         fair=$arg_tenant priority=$arg_class;
+            proxy_pass http://%%BACKEND%%;
+        }
+    }
+EOF
+        workers => 4, pid_namespace => 1) } 1 .. 2;
+    ok(sessions_connected(10, @ng), 'sessions up');
+
+    # closed loops, 12 clients of each class on each nginx, 8 s
+    $be->reset;
+    my $t0 = time;
+    my ($spec, $out) = map { $ng[0]->prefix . "/pns.$_" } qw(json out);
+    open my $fh, '>', $spec or die "$spec: $!";
+    print $fh $ZkLock::Test::JSON->encode({ until => $t0 + 8,
+        clients => [ map { my $c = $_ % 2 ? 'gold' : 'tin';
+            { port => $ng[ int($_ / 2) % 2 ]->port, gap => 0, timeout => 30,
+              uri => "/pns?key=pns&sleep=100&rec=1&tenant=$c&class=$c"
+                  . "&id=$c" } } 0 .. 47 ] });
+    close $fh;
+    my $load = spawn(cmd => [$ZkLock::Test::PYTHON, 't/lib/load.py',
+        '--spec', $spec, '--out', $out]);
+
+    my %board;
+    wait_for(sub {
+        %board = map { $_ => (zk_get($zk, "/br/pns.fair/$_") // {})->{data} }
+            zk_children($zk, '/br/pns.fair');
+        my %i = map { substr($_, 0, 11) => 1 }
+            grep { ($board{$_} // '') =~ /gold=/ } keys %board;
+        keys %i == 2 }, 6, 0.1);
+    proc_wait($load, 60);
+    my $res = -s $out ? JSON::PP->new->decode(slurp($out)) : [];
+    my @bad = grep { $_->{status} != 200 } @$res;
+    ok(@$res > 100 && !@bad, scalar(@$res) . ' requests through each '
+        . "instance's own workers, all 200")
+        or diag(join ' ', map { $_->{status} } @bad);
+    cmp_ok($be->stats('pns')->{max}, '<=', 4, 'never more than 4 at once, '
+        . 'across the two');
+    my %prefix = map { substr($_, 0, 11) => 1 }
+        grep { ($board{$_} // '') =~ /^\d+ .*gold=\d+\/\d+/ } keys %board;
+    is(scalar keys %prefix, 2, "each instance's nodes on the board carry "
+        . "their classes' claims, under its own prefix")
+        or diag explain \%board;
+
+    my $calls = $be->calls->{pns} // [];
+    my ($gold) = calls_held($calls, 'gold', $t0 + 3, $t0 + 7.5);
+    my ($tin) = calls_held($calls, 'tin', $t0 + 3, $t0 + 7.5);
+    diag(sprintf 'gold %.2f leases, tin %.2f on average (parts 3 and 1)',
+        $gold, $tin);
+    cmp_ok($gold, '>=', 2.2, 'gold (3 shares of 4, lends nothing) holds '
+        . '2.2 leases at least on average');
+    cmp_ok($tin, '>=', 0.5, '... and tin keeps its part (0.5 at least)');
     for my $i (0, 1) {
         unlike($ng[$i]->error_log, qr/cannot listen|not this configur/,
             "nginx $i: its brokers listen on their own names");
