@@ -10,6 +10,7 @@
 
 #include "ngx_zk_lock_version.h"
 #include "ngx_zk_lock_session.h"
+#include "ngx_http_zk_lock_out.h"
 #include "ngx_http_zk_lock_fleet.h"
 
 
@@ -21,17 +22,13 @@
  */
 
 
-/* the buffers the answer is written into, and a line of fixed text */
-#define NGX_HTTP_ZK_LOCK_FLEET_CHUNK    4096
+/* a line of fixed text */
 #define NGX_HTTP_ZK_LOCK_FLEET_LINE     256
 
 
 typedef struct {
-    ngx_pool_t                     *pool;
+    ngx_http_zk_lock_out_t          out;
     ngx_log_t                      *log;
-    ngx_chain_t                    *out;
-    ngx_chain_t                   **last;     /* the next link goes there */
-    ngx_buf_t                      *buf;      /* being written */
     unsigned                        failed:1;
 } ngx_http_zk_lock_fleet_out_t;
 
@@ -87,13 +84,12 @@ ngx_http_zk_lock_fleet_json(ngx_pool_t *pool, ngx_log_t *log,
 
     ngx_memzero(&w, sizeof(ngx_http_zk_lock_fleet_out_t));
 
-    w.pool = pool;
+    ngx_http_zk_lock_out_init(&w.out, pool);
     w.log = log;
-    w.last = &w.out;
 
     ngx_http_zk_lock_fleet_write(&w, fleet);
 
-    return w.failed ? NULL : w.out;
+    return w.failed ? NULL : w.out.first;
 }
 
 
@@ -521,43 +517,27 @@ ngx_http_zk_lock_fleet_state(ngx_zk_lock_session_t *s)
 }
 
 
-/* room for n more bytes: in the buffer being written, or in a new one */
+/*
+ * room for n more bytes: in the chunk being written, or in a new one
+ * (out.c's, as the status page's)
+ */
 
 static u_char *
 ngx_http_zk_lock_fleet_room(ngx_http_zk_lock_fleet_out_t *w, size_t n)
 {
-    ngx_buf_t    *b;
-    ngx_chain_t  *cl;
+    u_char  *p;
 
     if (w->failed) {
         return NULL;
     }
 
-    if (w->buf && (size_t) (w->buf->end - w->buf->last) >= n) {
-        return w->buf->last;
-    }
-
-    b = ngx_create_temp_buf(w->pool,
-                            ngx_max(n, NGX_HTTP_ZK_LOCK_FLEET_CHUNK));
-    if (b == NULL) {
+    p = ngx_http_zk_lock_out_room(&w->out, w->out.buf ? w->out.buf->last
+                                                      : NULL, n);
+    if (p == NULL) {
         w->failed = 1;
-        return NULL;
     }
 
-    cl = ngx_alloc_chain_link(w->pool);
-    if (cl == NULL) {
-        w->failed = 1;
-        return NULL;
-    }
-
-    cl->buf = b;
-    cl->next = NULL;
-
-    *w->last = cl;
-    w->last = &cl->next;
-    w->buf = b;
-
-    return b->last;
+    return p;
 }
 
 
@@ -592,7 +572,7 @@ ngx_http_zk_lock_fleet_printf(ngx_http_zk_lock_fleet_out_t *w,
         return;
     }
 
-    w->buf->last = p;
+    w->out.buf->last = p;
 }
 
 
@@ -666,7 +646,7 @@ ngx_http_zk_lock_fleet_text(ngx_http_zk_lock_fleet_out_t *w, u_char *src,
             *dst++ = *p++;
         }
 
-        w->buf->last = dst;
+        w->out.buf->last = dst;
     }
 }
 

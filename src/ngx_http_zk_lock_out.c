@@ -14,7 +14,8 @@
 /*
  * A page written into pool chunks as it goes: the status page's JSON
  * (ngx_http_zk_lock_status.c) and its Prometheus text
- * (ngx_http_zk_lock_prom.c), which call this file and never each other.
+ * (ngx_http_zk_lock_prom.c), which call this file and never each other,
+ * and the fleet view's JSON (ngx_http_zk_lock_fleet.c).
  * A chunk is sized as written rather than to a bound of the whole page
  * (ten times the output with 2 000 locks).  Here too is what both formats
  * write alike (an escaped string, a histogram's bound) or read alike (the

@@ -17,8 +17,9 @@
 
 
 /*
- * A page written into pool chunks as it goes, and what the status page's
- * two formats, JSON (ngx_http_zk_lock_status.c) and Prometheus text
+ * A page written into pool chunks as it goes (the status page's, the
+ * fleet view's), and what the status page's two formats, JSON
+ * (ngx_http_zk_lock_status.c) and Prometheus text
  * (ngx_http_zk_lock_prom.c), write or read alike
  */
 
