@@ -558,6 +558,7 @@ ngx_zk_lock_remote_elsewhere(ngx_zk_lock_remote_t *rn)
 static void
 ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn)
 {
+    char                     *fmt;
     ngx_uint_t                asked;
     ngx_zk_lock_node_t       *node;
 
@@ -580,9 +581,13 @@ ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn)
     }
 
     if (asked && node->state != NGX_ZK_LOCK_HELD) {
-        ngx_log_error(NGX_LOG_WARN, node->log, 0,
-                      "zk_sessions: the broker of a node waiting for "
-                      "\"%s\" went, asking again", node->remote_path);
+        /* a worker with a session of its own asked for a kept lease */
+        fmt = rn->own ? "keep=: the worker that keeps the leases of \"%s\" "
+                        "went, asking again"
+                      : "zk_sessions: the broker of a node waiting for "
+                        "\"%s\" went, asking again";
+
+        ngx_log_error(NGX_LOG_WARN, node->log, 0, fmt, node->remote_path);
 
         node->state = NGX_ZK_LOCK_PARKED;
         rn->again = 1;
@@ -796,6 +801,7 @@ ngx_zk_lock_remote_trust(ngx_zk_lock_remote_t *rn, u_char *line,
 static void
 ngx_zk_lock_remote_distrust(ngx_event_t *ev)
 {
+    char                  *fmt;
     ngx_zk_lock_node_t    *node;
     ngx_zk_lock_remote_t  *rn;
 
@@ -811,9 +817,12 @@ ngx_zk_lock_remote_distrust(ngx_event_t *ev)
         return;
     }
 
-    ngx_log_error(NGX_LOG_ERR, node->log, 0,
-                  "zk_sessions: no word from the broker that holds \"%s\", "
-                  "its session may expire", node->remote_path);
+    fmt = rn->own ? "keep=: no word from the worker that keeps the leases "
+                    "of \"%s\", its session may expire"
+                  : "zk_sessions: no word from the broker that holds \"%s\", "
+                    "its session may expire";
+
+    ngx_log_error(NGX_LOG_ERR, node->log, 0, fmt, node->remote_path);
 
     node->error = NGX_ZK_LOCK_JEOPARDY;
     rn->recalled = 1;
