@@ -48,6 +48,10 @@
 # another request on the lock gets its answer (at the grant); HTTP/2
 # (t/lib/h2client.py) with streams reset at random and connections
 # closed with streams open; a stream connection, hung up now and then.
+# Beside them a scraper asks, one at a time, for the fleet view (JSON,
+# and its page), the status page and the metrics of a random instance,
+# and hangs up on one in five within 0.5 s (a fleet view request gone
+# while it waits for the worker's read of ZooKeeper).
 #
 # The faults, chosen at random, one at a time until 12 s before the end
 # of the traffic: reloads, SIGKILL and SIGSTOP/SIGCONT (0.3 to 1.5 s,
@@ -83,6 +87,9 @@
 #     node left below /soak, no unix socket pair left between the workers
 #     of an instance (/proc/net/unix, the brokers' abstract names)
 #  6. no node left once nginx stopped
+#  7. every scrape answered 200 within the fleet view's 3 s wait for a
+#     read and the margin, but where a fault on its instance (a worker
+#     killed or stopped, a reload) explains it; the fleet view answered
 #  and that the soak did its work: requests served on every lock, every
 #  behaviour, some faults.
 #
@@ -132,6 +139,7 @@ my $SECONDS = $ENV{SOAK_SECONDS} // 90;
 my $CLIENTS = $ENV{SOAK_CLIENTS} // 10;
 my $T       = 4;     # s, zk_session_timeout
 my $MARGIN  = 5;     # s, over a lock's timeout and upstream time
+my $SCRAPE_WAIT = 3 + $MARGIN;  # s: the fleet view waits 3 s for a read
 my $SETTLE  = 12;    # s after the traffic: keep=3s and T are over
 my $FAULTS_END = 12; # s before the end of the traffic: no more faults
 
@@ -279,6 +287,8 @@ EOF
         access_log %%PREFIX%%/logs/soak.log soak;
 $locations
         location = /zk-status { zk_lock_status_page json; }
+        location = /zk-metrics { zk_lock_status_page prometheus; }
+        location = /zk-fleet { zk_lock_fleet_view json; }
     }
 EOF
 }
@@ -306,6 +316,7 @@ my $t_end = $t_start + $SECONDS;
 my %PORTS = map { $_ => { http => $NG{$_}->port, h2 => $H2PORT{$_},
     stream => $NG{$_}->stream_port } } @INST;
 my @clients = map { start_client($_) } 1 .. $CLIENTS;
+push @clients, start_scraper();
 
 my @EVENTS;    # the faults: { t, what, inst, pid, secs }
 my $t_faults_end = $t_end - $FAULTS_END;
@@ -422,6 +433,7 @@ for my $how (qw(fresh keepalive at-once hangup grant h2 stream)) {
 }
 
 check_answered();
+check_scrapes();
 check_bounds($calls);
 
 done_testing();
@@ -587,6 +599,81 @@ sub start_client {
     print STDERR "soak client $i: $@" unless $ok;
     close $OUT;
     _exit($ok ? 0 : 1);
+}
+
+# The scraper: the fleet view (JSON and its page), the status page and
+# the metrics of a random instance, one at a time and 0 to 0.3 s apart,
+# reading each answer whole or, one in five, hanging up within 0.5 s of
+# asking (a fleet view request that waits for a read, gone); a JSON line
+# each to scrape.jsonl: inst, uri, start, end, status, outcome
+sub start_scraper {
+    my $pid = fork // die "fork: $!";
+    if ($pid) {
+        register_pid($pid, 'soak scraper');
+        return $pid;
+    }
+    $SIG{$_} = 'DEFAULT' for qw(INT TERM);
+    $SIG{PIPE} = 'IGNORE';
+    seed_rng($SEED + 1000);
+    open $OUT, '>', "$DIR/scrape.jsonl" or _exit(2);
+    $OUT->autoflush(1);
+    my $ok = eval {
+        scrape(pick(@INST), pick(qw(/zk-fleet /zk-fleet /zk-fleet?format=html
+            /zk-metrics /zk-status))) while time < $t_end;
+        1;
+    };
+    print STDERR "soak scraper: $@" unless $ok;
+    close $OUT;
+    _exit($ok ? 0 : 1);
+}
+
+sub scrape {
+    my ($inst, $uri) = @_;
+    my $r = { inst => $inst, uri => $uri, start => time, status => 0 };
+    my $s = h1_connect($PORTS{$inst}{http});
+    if (!$s) {
+        $r->{outcome} = 'error';
+    } elsif (!defined syswrite($s, "GET $uri HTTP/1.0\r\nHost: soak\r\n\r\n")) {
+        $r->{outcome} = 'closed';
+    } elsif (rnd(1) < 0.2) {
+        sleep rnd(0.5);
+        $r->{outcome} = 'client';
+    } else {
+        my $a = h1_read($s, time + $SCRAPE_WAIT, 1);
+        $r->{status} = $a->{status};
+        $r->{outcome} = $a->{timeout} ? 'timeout'
+            : $a->{status} > 0 ? 'answered' : 'closed';
+    }
+    close $s if $s;
+    $r->{end} = time;
+    print {$OUT} JSON::PP->new->canonical->encode($r), "\n";
+    sleep rnd(0.3);
+}
+
+# every scrape answered 200 within the view's wait for a read and a
+# margin, or closed where a fault on its instance (a worker killed or
+# stopped, a reload) explains it
+sub check_scrapes {
+    my @s = read_jsonl("$DIR/scrape.jsonl");
+    my (@bad, %n);
+    for my $r (@s) {
+        $n{"$r->{uri} $r->{outcome}"}++;
+        next if $r->{outcome} eq 'client';
+        next if $r->{outcome} eq 'answered' && $r->{status} == 200;
+        next if grep { ($_->{inst} // '') eq $r->{inst}
+            && $_->{what} =~ /^(kill|stop|reload)$/
+            && $_->{t} > $r->{start} - 2 && $_->{t} < $r->{end} + 1 } @EVENTS;
+        push @bad, $r;
+    }
+    note 'scrapes: ' . join ', ', map { "$n{$_} $_" } sort keys %n;
+    cmp_ok($n{'/zk-fleet answered'} // 0, '>', 0, 'the fleet view answered '
+        . 'through the faults (' . scalar(@s) . ' scrapes)');
+    ok(!@bad, 'every scrape of the fleet view, status page and metrics '
+        . "answered 200 within $SCRAPE_WAIT s, but where a fault explains it")
+        or diag join "\n", map { sprintf '  %s %s %+.2f..%+.2f %s %s',
+            $_->{inst}, $_->{uri}, $_->{start} - $t_start,
+            $_->{end} - $t_start, $_->{outcome}, $_->{status} }
+            @bad[0 .. ($#bad < 9 ? $#bad : 9)];
 }
 
 sub client_loop {
