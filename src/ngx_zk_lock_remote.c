@@ -581,7 +581,10 @@ ngx_zk_lock_remote_gone(ngx_zk_lock_remote_t *rn)
     }
 
     if (asked && node->state != NGX_ZK_LOCK_HELD) {
-        /* a worker with a session of its own asked for a kept lease */
+        /*
+         * own: a worker with a session of its own asked the worker that
+         * keeps the instance's leases; else a zk_sessions broker
+         */
         fmt = rn->own ? "keep=: the worker that keeps the leases of \"%s\" "
                         "went, asking again"
                       : "zk_sessions: the broker of a node waiting for "
