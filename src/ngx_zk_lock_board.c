@@ -25,6 +25,15 @@
 #define NGX_ZK_LOCK_BOARD_SUFFIX   ".fair"
 #define NGX_ZK_LOCK_BOARD_SUFLEN   (sizeof(NGX_ZK_LOCK_BOARD_SUFFIX) - 1)
 
+/*
+ * priority=: a class's demand (thousandths of leases) that the fleet must
+ * hear at once: the class was idle, or wants twice what it was told and a
+ * lease more (back after a pause, what it wanted then still decaying:
+ * told a window late, its reserved seats came back 1.1 to 2.1 s after it)
+ */
+#define ngx_zk_lock_board_back(was, now)                                 \
+    (((was) == 0 && (now) != 0) || (now) > 2 * (uint64_t) (was) + 1000)
+
 /* a write a quantum at most (keep.c's), ms */
 #define NGX_ZK_LOCK_BOARD_QUANTUM  600
 
@@ -97,6 +106,8 @@ static uint64_t ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b,
 static void ngx_zk_lock_board_parse(ngx_zk_lock_board_t *b,
     ngx_zk_lock_report_t *report, u_char *p, u_char *last);
 static ngx_uint_t ngx_zk_lock_board_moved(ngx_zk_lock_board_t *b);
+static ngx_uint_t ngx_zk_lock_board_came(ngx_zk_lock_board_t *b,
+    ngx_zk_lock_board_class_t *was, ngx_zk_lock_board_class_t *now);
 static ngx_zk_lock_report_t *ngx_zk_lock_board_report(
     ngx_zk_lock_report_t *reports, ngx_uint_t n, u_char *name);
 static void ngx_zk_lock_board_write(ngx_zk_lock_board_t *b);
@@ -424,7 +435,6 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
 {
     ngx_zk_lock_board_read_t  *r = (ngx_zk_lock_board_read_t *) data;
 
-    ngx_uint_t                  k, came;
     ngx_zk_lock_t              *lock;
     ngx_zk_lock_board_t        *b;
     ngx_zk_lock_report_t       *report;
@@ -456,13 +466,7 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
      * back a quantum later
      */
 
-    came = 0;
-
-    for (k = 0; b->classes && k < b->classes->n; k++) {
-        came |= (was.demand[k] == 0 && report->cls.demand[k] != 0);
-    }
-
-    if (came) {
+    if (b->classes && ngx_zk_lock_board_came(b, &was, &report->cls)) {
         lock = ngx_zk_lock_path_find(b->session, b->path,
                                      b->len - NGX_ZK_LOCK_BOARD_SUFLEN);
         if (lock) {
@@ -470,6 +474,40 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
             ngx_zk_lock_path_ask(lock);
         }
     }
+}
+
+
+/* priority=: whether a class comes back, from what was told of it */
+
+static ngx_uint_t
+ngx_zk_lock_board_came(ngx_zk_lock_board_t *b, ngx_zk_lock_board_class_t *was,
+    ngx_zk_lock_board_class_t *now)
+{
+    ngx_uint_t  k;
+
+    for (k = 0; k < b->classes->n; k++) {
+        if (ngx_zk_lock_board_back(was->demand[k], now->demand[k])) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * priority=: whether our class k, whose requests alive now want "demand"
+ * (thousandths of leases), comes back past what the others were told:
+ * keep.c tells them at once then, rather than at its next listing (a
+ * quantum away while kept leases move no node)
+ */
+
+ngx_uint_t
+ngx_zk_lock_board_behind(ngx_zk_lock_board_t *b, ngx_uint_t k,
+    uint64_t demand)
+{
+    return b->classes && k < b->classes->n && b->written
+           && ngx_zk_lock_board_back(b->wcls.demand[k], demand);
 }
 
 
@@ -752,7 +790,7 @@ void
 ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
     ngx_zk_lock_board_class_t *cls)
 {
-    ngx_uint_t              k, came;
+    ngx_uint_t              came;
     ngx_zk_lock_session_t  *s;
 
     s = b->session;
@@ -763,10 +801,7 @@ ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
         b->cls = *cls;
 
         /* a class that comes back is told at once (see board_got()) */
-
-        for (k = 0; k < b->classes->n; k++) {
-            came |= (b->wcls.demand[k] == 0 && b->cls.demand[k] != 0);
-        }
+        came = ngx_zk_lock_board_came(b, &b->wcls, &b->cls);
     }
 
     if (claim == 0 || b->writing || !s->connected

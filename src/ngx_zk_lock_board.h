@@ -66,6 +66,8 @@ void ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
 void ngx_zk_lock_board_classes(ngx_zk_lock_board_t *b, uint64_t cap,
     ngx_zk_lock_board_fleet_t *fl);
 uint64_t ngx_zk_lock_board_worth(ngx_zk_lock_board_t *b);
+ngx_uint_t ngx_zk_lock_board_behind(ngx_zk_lock_board_t *b, ngx_uint_t k,
+    uint64_t demand);
 ngx_uint_t ngx_zk_lock_board_seats(ngx_zk_lock_board_t *b, uint64_t extra);
 ngx_uint_t ngx_zk_lock_board_mine(ngx_zk_lock_board_t *b);
 ngx_uint_t ngx_zk_lock_board_claim(void *data, u_char *worker);

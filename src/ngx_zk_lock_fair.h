@@ -69,6 +69,7 @@ typedef struct {
     uint64_t                      gone_busy;  /* ... their tickets' ms */
     ngx_uint_t                    claim;      /* thousandths of a flow */
     ngx_uint_t                    demand;     /* thousandths of leases */
+    ngx_uint_t                    alive;      /* its tickets, now */
     unsigned                      reserved:1; /* comes back to seats idle
                                                  for it */
 } ngx_zk_lock_fair_class_t;
@@ -113,6 +114,8 @@ void ngx_zk_lock_fair_start(ngx_zk_lock_fair_t *fair,
 ngx_zk_lock_node_t *ngx_zk_lock_fair_leave(ngx_zk_lock_fair_t *fair,
     ngx_zk_lock_node_t *ticket);
 ngx_uint_t ngx_zk_lock_fair_claim(ngx_zk_lock_fair_t *fair);
+ngx_uint_t ngx_zk_lock_fair_alive(ngx_zk_lock_fair_t *fair,
+    ngx_zk_lock_node_t *ticket, ngx_uint_t *cls);
 ngx_uint_t ngx_zk_lock_fair_reserved(ngx_zk_lock_fair_t *fair,
     ngx_queue_t *tickets);
 ngx_uint_t ngx_zk_lock_fair_loads(ngx_zk_lock_fair_t *fair,
