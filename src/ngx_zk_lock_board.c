@@ -25,15 +25,6 @@
 #define NGX_ZK_LOCK_BOARD_SUFFIX   ".fair"
 #define NGX_ZK_LOCK_BOARD_SUFLEN   (sizeof(NGX_ZK_LOCK_BOARD_SUFFIX) - 1)
 
-/*
- * priority=: a class's demand (thousandths of leases) that the fleet must
- * hear at once: the class was idle, or wants twice what it was told and a
- * lease more (back after a pause, what it wanted then still decaying:
- * told a window late, its reserved seats came back 1.1 to 2.1 s after it)
- */
-#define ngx_zk_lock_board_back(was, now)                                 \
-    (((was) == 0 && (now) != 0) || (now) > 2 * (uint64_t) (was) + 1000)
-
 /* a write a quantum at most (keep.c's), ms */
 #define NGX_ZK_LOCK_BOARD_QUANTUM  600
 
@@ -477,7 +468,10 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
 }
 
 
-/* priority=: whether a class comes back, from what was told of it */
+/*
+ * priority=: whether a class comes back, from what was told of it (told a
+ * window late, its reserved seats came back 1.1 to 2.1 s after it did)
+ */
 
 static ngx_uint_t
 ngx_zk_lock_board_came(ngx_zk_lock_board_t *b, ngx_zk_lock_board_class_t *was,
@@ -486,7 +480,7 @@ ngx_zk_lock_board_came(ngx_zk_lock_board_t *b, ngx_zk_lock_board_class_t *was,
     ngx_uint_t  k;
 
     for (k = 0; k < b->classes->n; k++) {
-        if (ngx_zk_lock_board_back(was->demand[k], now->demand[k])) {
+        if (ngx_zk_lock_class_back(was->demand[k], now->demand[k])) {
             return 1;
         }
     }
@@ -507,7 +501,7 @@ ngx_zk_lock_board_behind(ngx_zk_lock_board_t *b, ngx_uint_t k,
     uint64_t demand)
 {
     return b->classes && k < b->classes->n && b->written
-           && ngx_zk_lock_board_back(b->wcls.demand[k], demand);
+           && ngx_zk_lock_class_back(b->wcls.demand[k], demand);
 }
 
 

@@ -813,11 +813,11 @@ ngx_zk_lock_fair_top_add(ngx_zk_lock_fair_top_t *top, ngx_uint_t n,
 
 /*
  * The window ends: each class's claim (the flows' parts) and demand (its
- * tickets alive, waiting or served, on average, or as many as are alive
- * now if more: a class that came in the window's last 90 ms with 16
- * requests averaged 2.4 and was given its part a window late, 1.3 to
- * 1.9 s after it came), at once when they grow, halved towards them
- * when they fall; the instance's claim, their sum
+ * tickets alive, waiting or served, on average; or as many as are alive
+ * now if the class comes back, see class_back(): one that came in the
+ * window's last 90 ms with 16 requests averaged 2.4, and was given its
+ * part a window late), at once when they grow, halved towards them when
+ * they fall; the instance's claim, their sum
  */
 
 static void
@@ -825,7 +825,7 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
 {
     uint64_t                   claim[NGX_ZK_LOCK_CLASS_MAX];
     uint64_t                   busy[NGX_ZK_LOCK_CLASS_MAX];
-    uint64_t                   alive[NGX_ZK_LOCK_CLASS_MAX];
+    uint64_t                   alive[NGX_ZK_LOCK_CLASS_MAX], demand;
     ngx_uint_t                 i, n;
     ngx_msec_t                 window;
     ngx_queue_t               *q;
@@ -865,9 +865,13 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
         c = &fair->cls[i];
 
         c->claim = ngx_zk_lock_fair_smooth(c->claim, claim[i]);
-        c->demand = ngx_zk_lock_fair_smooth(c->demand,
-                                            ngx_max(busy[i] * 1000 / window,
-                                                    alive[i]));
+        demand = busy[i] * 1000 / window;
+
+        if (ngx_zk_lock_class_back(c->demand, alive[i])) {
+            demand = ngx_max(demand, alive[i]);
+        }
+
+        c->demand = ngx_zk_lock_fair_smooth(c->demand, demand);
         c->gone = 0;
         c->gone_busy = 0;
 

@@ -1785,7 +1785,8 @@ ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
         now = 1000 * (load[k].held + load[k].waiting);
 
         cls.claim[k] = pool->fair.cls[k].claim;
-        cls.demand[k] = ngx_max(pool->fair.cls[k].demand, now);
+        cls.demand[k] = ngx_zk_lock_class_back(pool->fair.cls[k].demand, now)
+                        ? now : pool->fair.cls[k].demand;
     }
 
     ngx_zk_lock_board_post(pool->board, claim, &cls);
