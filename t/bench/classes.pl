@@ -6,7 +6,8 @@
 #   perl t/bench/classes.pl [--seconds 20] [--warmup 4] [--leases 16]
 #                           [--batch 200] [--standard 100] [--rate 20]
 #                           [--lend 0] [--modes classes,fair,fifo]
-#                           [--scenarios flood,reclaim]
+#                           [--scenarios flood,reclaim,pause]
+#                           [--pauses 6]
 #
 # One ZooKeeper, one backend (t/lib/backend.py, 50 ms a call), 4 nginx x
 # 2 workers, each with the classes
@@ -45,6 +46,12 @@
 #   what it holds on average over the rest.  Meaningful with --lend above
 #   0 (with 0, its 8 seats stay idle for it and it takes them at once).
 #
+# pause: standard and batch as in flood; critical on and off, --pauses
+#   times: --back clients on nginx 0 for 4 s, then idle for 3 s, while
+#   what it wanted still decays on the board.  How long until it has its
+#   nominal leases at once, the first time (a class new to the path) and
+#   each time after a pause (median and slowest).
+#
 # Every phase: the peak in flight at the backend (never above the
 # leases), and the ZooKeeper writes per request (zxids, warm-up included).
 # About 4 minutes with the defaults.
@@ -70,20 +77,24 @@ my $rate = 20;
 my $lend = 0;
 my $modes = 'classes,fair,fifo';
 my $scenarios = 'flood,reclaim';
+my $pauses = 6;
 GetOptions('seconds=i' => \$seconds, 'warmup=f' => \$warmup,
     'leases=i' => \$leases, 'batch=i' => \$batch,
     'standard=i' => \$standard, 'rate=f' => \$rate, 'lend=i' => \$lend,
-    'modes=s' => \$modes, 'scenarios=s' => \$scenarios) or exit 2;
+    'modes=s' => \$modes, 'scenarios=s' => \$scenarios,
+    'pauses=i' => \$pauses) or exit 2;
 my @modes = grep { length } split /,/, $modes;
 /^(classes|fair|fifo)$/ or die "--modes: classes, fair, fifo\n" for @modes;
 my @scenarios = grep { length } split /,/, $scenarios;
-/^(flood|reclaim)$/ or die "--scenarios: flood, reclaim\n" for @scenarios;
+/^(flood|reclaim|pause)$/ or die "--scenarios: flood, reclaim, pause\n"
+    for @scenarios;
 $lend >= 0 && $lend <= 100 or die "--lend: 0 to 100\n";
 
 my $INSTANCES = 4;
 my $WORKERS = 2;
 my $CALL_MS = 50;
 my $BACK = 40;          # critical's clients when it comes back
+my ($ON, $OFF) = (4, 3);  # pause: critical on, then idle, s
 my %SHARES = (critical => 50, standard => 30, batch => 20);
 my %LEND = (critical => $lend, standard => 50, batch => 90);
 my %PATH = (classes => '/bench/c', fair => '/bench/f', fifo => '/bench/o');
@@ -297,6 +308,42 @@ sub reclaim {
         nominal => $nominal };
 }
 
+sub pause {
+    my ($mode) = @_;
+    $be->reset;
+    my $z0 = zk_zxid($zk->port);
+    my $t0 = time + 0.3 + $warmup;
+    my @starts = map { $t0 + $_ * ($ON + $OFF) } 0 .. $pauses - 1;
+    my $end = $starts[-1] + $ON + $OFF;
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        for my $s (@starts) {
+            sleep $s - time if $s > time;
+            run_load($mode, $s + $ON, map { { port => $ng[0]->port,
+                uri => uri($mode, 'critical'), gap => 0, timeout => 90 } }
+                1 .. $BACK);
+        }
+        POSIX::_exit(0);
+    }
+    run_load($mode, $end, flood_clients($mode));
+    waitpid $pid, 0;
+    my $calls = $be->calls->{$mode} // [];
+    settle($mode);
+    my $z1 = zk_zxid($zk->port);
+
+    my $all = 0;
+    $all += $SHARES{$_} for keys %SHARES;
+    my $nominal = POSIX::floor($leases * $SHARES{critical} / $all);
+    my @took = map { calls_reached($calls, 'critical', $_, $nominal) }
+        @starts;
+    my $first = shift @took;
+    my @back = sort { $a <=> $b } map { $_ // 99 } @took;
+    my (undef, $peak) = calls_held($calls, undef, $t0 - $warmup, $end);
+    return { first => $first, median => $back[ $#back / 2 ],
+        max => $back[-1], nominal => $nominal, peak => $peak,
+        writes => @$calls ? ($z1 - $z0) / @$calls : 0 };
+}
+
 sub f { my ($fmt, $v) = @_; return defined $v ? sprintf($fmt, $v) : '-' }
 
 printf "4 nginx x %d workers, leases=%d keep=1s, %d ms backend; classes "
@@ -337,6 +384,19 @@ if (grep { $_ eq 'reclaim' } @scenarios) {
         printf "| %s | %.2f | %.2f | %s | %.2f | %.2f | %d/%d |\n", $m,
             $p->{others}, $p->{lent}, f('%.2f', $p->{took}), $p->{c_mean},
             $p->{c_part}, $p->{peak}, $leases;
+    }
+}
+
+if (grep { $_ eq 'pause' } @scenarios) {
+    print "\npause (critical on $ON s with $BACK clients, then idle $OFF s, "
+        . "$pauses times)\n| mode | s to its nominal, the first time | "
+        . "after a pause: median | slowest | peak | writes/request |\n"
+        . '|---', '|---:' x 5, "|\n";
+    for my $m (@modes) {
+        my $p = pause($m);
+        printf "| %s | %s | %s | %s | %d/%d | %.4f |\n", $m,
+            f('%.2f', $p->{first}), f('%.2f', $p->{median}),
+            f('%.2f', $p->{max}), $p->{peak}, $leases, $p->{writes};
     }
 }
 
