@@ -57,6 +57,8 @@ typedef struct {
 
 
 static ngx_int_t ngx_http_zk_lock_view_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_zk_lock_view_wait(ngx_http_request_t *r,
+    ngx_http_zk_lock_view_t *view);
 static void ngx_http_zk_lock_view_answered(ngx_http_zk_lock_snap_t *snap);
 static void ngx_http_zk_lock_view_wake(ngx_event_t *ev);
 static void ngx_http_zk_lock_view_cleanup(void *data);
@@ -115,11 +117,9 @@ ngx_http_zk_lock_view_handler(ngx_http_request_t *r)
     ngx_int_t                      rc;
     ngx_str_t                      format;
     ngx_uint_t                     html;
-    ngx_pool_cleanup_t            *cln;
     ngx_http_zk_lock_view_t       *view;
     ngx_zk_lock_session_t         *s;
     ngx_http_zk_lock_snap_t       *snap;
-    ngx_http_zk_lock_view_ctx_t   *ctx;
     ngx_http_zk_lock_loc_conf_t   *llcf;
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
@@ -193,7 +193,18 @@ ngx_http_zk_lock_view_handler(ngx_http_request_t *r)
         }
     }
 
-    /* waits for the read in progress */
+    return ngx_http_zk_lock_view_wait(r, view);
+}
+
+
+/* the request waits for the read in progress, NGX_DONE */
+
+static ngx_int_t
+ngx_http_zk_lock_view_wait(ngx_http_request_t *r,
+    ngx_http_zk_lock_view_t *view)
+{
+    ngx_pool_cleanup_t           *cln;
+    ngx_http_zk_lock_view_ctx_t  *ctx;
 
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_zk_lock_view_ctx_t));
     if (ctx == NULL) {
