@@ -9,7 +9,7 @@
 #include <ngx_event.h>
 
 #include "ngx_zk_lock_keep.h"
-#include "ngx_zk_lock_fair.h"
+#include "ngx_zk_lock_weigh.h"
 
 
 /*
@@ -60,7 +60,7 @@
  *
  * With priority=, the instances are weighed by what their classes'
  * claims give them, and a worker holds no more than its seats of the
- * classes' parts, so that reserved seats stay idle (see keep_classes());
+ * classes' parts, so that reserved seats stay idle (see weigh.c);
  * inside it, the classes are served weighted fair by their parts
  * (fair.c).
  *
@@ -69,30 +69,7 @@
  * one node serves them all, and the only participant that waits for it is
  * a writer; see assign_read() and boards().
  *
- * A lease (its node's moves are the recipe's, see recipe.h):
- *
- *             held                a request ends
- *   QUEUED ----------> BUSY <-----------------------+
- *     |         (a ticket waits)  | ^               |
- *     |                           | | a request     |
- *     |          held             v | comes         |
- *     +----------------------->  IDLE --------------+
- *     | no ticket waits             |
- *     |                             | keep passed, or the grace while
- *     v                             v another waits; or over the share,
- *   failed: the tickets fail      given back (its node deleted)
- *
- *   BUSY, IDLE --its node lost (the session expired)--> dropped: its
- *       request is told as a holder is
- *   IDLE --the session may expire (jeopardy)--> given back
- *   BUSY --jeopardy--> its request is told, and the lease is given back
- *       when the request ends, not kept
- *   BUSY, lent to an owner that keeps it between its requests (a sibling
- *       worker's, zk_sessions) --wanted back (see lent())--> recalled: its
- *       owner ends it at once if idle, else at the end of its request
- *   BUSY (a read lock's) --another request--> BUSY, one more rider; it
- *       is BUSY until its last rider ends, and closed to new ones once a
- *       writer has waited for it and it has served for a quantum
+ * A lease's states: the diagram is in ngx_zk_lock_pool.h.
  */
 
 
@@ -105,12 +82,6 @@
  * comes back within a round trip, a busy one says so at once
  */
 #define NGX_ZK_LOCK_KEEP_PATIENCE  100
-
-/*
- * A lease over the worker's share serves its requests for this long before
- * it goes back, ms: writes on a path stay below 2 x leases a quantum
- */
-#define NGX_ZK_LOCK_KEEP_QUANTUM  600
 
 /*
  * A node queued for requests that a lease freed in the worker served
@@ -128,9 +99,6 @@
 /* participants that list a path at the full pace, see listed() */
 #define NGX_ZK_LOCK_KEEP_LISTERS  16
 
-/* leases marked in one listing for the waiters that watch them */
-#define NGX_ZK_LOCK_KEEP_DOOMED  16
-
 
 /*
  * A path built from a request that nobody uses now: its leases are kept
@@ -139,64 +107,6 @@
 #define ngx_zk_lock_keep_unused(pool)                                    \
     ((pool)->transient && (pool)->held == (pool)->idle                   \
      && (pool)->lock->tickets == 0)
-
-
-typedef enum {
-    NGX_ZK_LOCK_KEEP_QUEUED = 0,   /* its node waits in ZooKeeper */
-    NGX_ZK_LOCK_KEEP_BUSY,         /* a request runs on it */
-    NGX_ZK_LOCK_KEEP_IDLE          /* held, kept for the next one */
-} ngx_zk_lock_keep_e;
-
-
-typedef struct {
-    ngx_queue_t                   queue;      /* in pool->leases */
-    ngx_zk_lock_pool_t           *pool;
-    ngx_zk_lock_node_t           *node;
-    ngx_queue_t                   riders;     /* BUSY: its requests' tickets */
-    ngx_uint_t                    busy;       /* riders: 1, but read locks' */
-    ngx_zk_lock_keep_e            state;
-    ngx_uint_t                    doomed;     /* a waiter watches it */
-    uint32_t                      watcher;    /* that waiter's node */
-    ngx_msec_t                    watched;    /* ... watches it since */
-    ngx_uint_t                    excess;     /* beyond a lowered count */
-    ngx_uint_t                    closed;     /* a read lock's: no riders */
-    ngx_event_t                   timer;      /* IDLE: keep, or the grace */
-    ngx_msec_t                    since;      /* IDLE since */
-    ngx_msec_t                    held_at;    /* its node came to hold */
-} ngx_zk_lock_lease_t;
-
-
-struct ngx_zk_lock_pool_s {
-    ngx_zk_lock_t                *lock;
-    ngx_zk_lock_kind_e            kind;       /* LEASE, or READ: shared */
-    ngx_queue_t                   leases;     /* the idle first, see idle() */
-    ngx_queue_t                   tickets;    /* waiting, in arrival order */
-    ngx_uint_t                    ntickets;   /* alive, waiting or not */
-    ngx_uint_t                    leases_n;   /* unless the counter says */
-    ngx_zk_lock_counter_t        *counter;
-    ngx_msec_t                    keep;
-    ngx_event_t                   linger;     /* queued, nobody waits */
-    ngx_event_t                   patience;   /* for leases recalled */
-    ngx_event_t                   stall;      /* at its share, see stall() */
-    ngx_event_t                   starve;     /* a watcher's wait, doom() */
-    ngx_event_t                   weigh;      /* fair=: weigh_handler() */
-    ngx_uint_t                    recalled;   /* lent, recalled, not back */
-    ngx_uint_t                    transient;  /* levels from variables */
-    ngx_zk_lock_params_t         *tag;        /* its owner's, for reports */
-
-    ngx_uint_t                    held;       /* BUSY and IDLE */
-    ngx_uint_t                    idle;
-    ngx_uint_t                    queued;
-    ngx_uint_t                    near;       /* one of the first waiters */
-    ngx_uint_t                    far;        /* ... or far behind them */
-    ngx_uint_t                    many;       /* leases: more than one */
-    ngx_uint_t                    cap;        /* priority=: held at most,
-                                                 its seats; 0: none */
-
-    ngx_zk_lock_share_t           share;      /* from the last listing */
-    ngx_zk_lock_fair_t            fair;       /* fair=: its tickets' flows */
-    ngx_zk_lock_board_t          *board;      /* ... and the fleet's */
-};
 
 
 static ngx_zk_lock_pool_t *ngx_zk_lock_keep_pool(
@@ -209,10 +119,6 @@ static ngx_int_t ngx_zk_lock_keep_queue(ngx_zk_lock_session_t *s,
 static ngx_zk_lock_node_t *ngx_zk_lock_keep_ticket(
     ngx_zk_lock_pool_t *pool, ngx_zk_lock_notify_pt notify,
     ngx_zk_lock_notify_pt recall, void *data, ngx_log_t *log);
-static ngx_uint_t ngx_zk_lock_keep_fair_max(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_params_t *lp);
-static void ngx_zk_lock_keep_back(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_admit(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_node_t *ticket, ngx_uint_t tell);
 static ngx_zk_lock_lease_t *ngx_zk_lock_keep_ready(
@@ -248,29 +154,17 @@ static void ngx_zk_lock_keep_fail(ngx_zk_lock_pool_t *pool,
 static void ngx_zk_lock_keep_unqueue(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_linger(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_linger_handler(ngx_event_t *ev);
-static void ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool,
-    ngx_uint_t leases);
 static void ngx_zk_lock_keep_over(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_release(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_tell(ngx_zk_lock_node_t *ticket);
 static void ngx_zk_lock_keep_tell_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_hear(ngx_zk_lock_pool_t *pool);
-static void ngx_zk_lock_keep_unknowing(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 static void ngx_zk_lock_keep_near(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 static void ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool);
 static void ngx_zk_lock_keep_free(ngx_zk_lock_t *lock);
 static void ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n);
-static void ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np);
-static void ngx_zk_lock_keep_watched(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_lease_t *lease, uint32_t watcher);
-static void ngx_zk_lock_keep_starve_handler(ngx_event_t *ev);
-static void ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool);
-static void ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev);
 static void ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
     ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases);
 
@@ -337,7 +231,7 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     }
 
     rc = flow ? ngx_zk_lock_fair_join(&pool->fair, ticket, flow,
-                                      ngx_zk_lock_keep_fair_max(pool, tag))
+                                      ngx_zk_lock_weigh_fair_max(pool, tag))
               : NGX_OK;
 
     if (rc == NGX_ERROR) {
@@ -361,7 +255,7 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     }
 
     if (flow && pool->board && pool->fair.classes) {
-        ngx_zk_lock_keep_back(pool, ticket);
+        ngx_zk_lock_weigh_back(pool, ticket);
     }
 
     if (rc == NGX_OK) {
@@ -370,46 +264,6 @@ ngx_zk_lock_keep_acquire(ngx_zk_lock_session_t *s, ngx_str_t *path,
     }
 
     return ticket;
-}
-
-
-/*
- * priority=: a class that comes back to this worker, past what the others
- * were told of it, is told now, and the seats are weighed again at the
- * listing asked for: while kept leases move no node, nothing else lists
- * the path before the weigh timer, a quantum away (a class back after a
- * pause of 3 s had its part of 7 after 0.3 to 0.8 s)
- */
-
-static void
-ngx_zk_lock_keep_back(ngx_zk_lock_pool_t *pool, ngx_zk_lock_node_t *ticket)
-{
-    ngx_uint_t  k, alive;
-
-    alive = ngx_zk_lock_fair_alive(&pool->fair, ticket, &k);
-
-    if (ngx_zk_lock_board_behind(pool->board, k, 1000 * (uint64_t) alive)) {
-        ngx_zk_lock_keep_claim(pool);
-        ngx_zk_lock_path_ask(pool->lock);
-    }
-}
-
-
-/* fair_max=: a number of leases, or a part of the count */
-
-static ngx_uint_t
-ngx_zk_lock_keep_fair_max(ngx_zk_lock_pool_t *pool, ngx_zk_lock_params_t *lp)
-{
-    ngx_uint_t  leases;
-
-    if (lp == NULL || lp->fair_max_pct == 0) {
-        return lp ? lp->fair_max : 0;
-    }
-
-    leases = (pool->counter && pool->counter->value)
-             ? pool->counter->value : pool->leases_n;
-
-    return ngx_max(leases * lp->fair_max_pct / 100, 1);
 }
 
 
@@ -544,9 +398,9 @@ ngx_zk_lock_keep_pool(ngx_zk_lock_session_t *s, ngx_str_t *path,
     ngx_zk_lock_keep_timer(pool, &pool->stall,
                            ngx_zk_lock_keep_refill_handler, &s->log);
     ngx_zk_lock_keep_timer(pool, &pool->starve,
-                           ngx_zk_lock_keep_starve_handler, &s->log);
+                           ngx_zk_lock_weigh_starve_handler, &s->log);
     ngx_zk_lock_keep_timer(pool, &pool->weigh,
-                           ngx_zk_lock_keep_weigh_handler, &s->log);
+                           ngx_zk_lock_weigh_handler, &s->log);
 
     /* the lock is made, or found, by the pool's first node */
 
@@ -700,7 +554,7 @@ ngx_zk_lock_keep_refill(ngx_zk_lock_pool_t *pool)
     if (pool->cap
         && !ngx_zk_lock_fair_reserved(&pool->fair, &pool->tickets))
     {
-        /* priority=: reserved seats idle, see keep_classes() */
+        /* priority=: reserved seats idle, see weigh.c */
         want = (pool->held < pool->cap)
                ? ngx_min(want, pool->cap - pool->held) : 0;
     }
@@ -1749,150 +1603,6 @@ ngx_zk_lock_keep_gc(ngx_zk_lock_pool_t *pool)
 }
 
 
-/*
- * fair=: the level a flow gets, for the next window's claim, and the
- * claim told to the others while the path is contended (none of
- * ZooKeeper otherwise)
- */
-
-static void
-ngx_zk_lock_keep_claim(ngx_zk_lock_pool_t *pool)
-{
-    ngx_uint_t                  k, claim, now;
-    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
-    ngx_zk_lock_board_class_t   cls;
-
-    if (!pool->share.others && !pool->lock->tickets) {
-        /* the level of the last contention stays the estimate */
-        return;
-    }
-
-    pool->fair.level = pool->share.level;
-
-    claim = ngx_zk_lock_fair_claim(&pool->fair);
-
-    if (pool->fair.classes == NULL) {
-        ngx_zk_lock_board_post(pool->board, claim, NULL);
-        return;
-    }
-
-    ngx_memzero(&cls, sizeof(ngx_zk_lock_board_class_t));
-
-    (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
-
-    for (k = 0; k < pool->fair.classes->n; k++) {
-        /* a class that comes back wants its requests now, not a window on */
-        now = 1000 * (load[k].held + load[k].waiting);
-
-        cls.claim[k] = pool->fair.cls[k].claim;
-        cls.demand[k] = ngx_zk_lock_class_back(pool->fair.cls[k].demand, now)
-                        ? now : pool->fair.cls[k].demand;
-    }
-
-    ngx_zk_lock_board_post(pool->board, claim, &cls);
-}
-
-
-/*
- * priority=: the classes' parts of the leases across the fleet (board.c,
- * class.c), and so this worker's, which weighs it in share.c: the sum of
- * its classes' claims, each worth its class's part over the class's
- * claims.  The worker takes no more than that (its seats, see
- * board_seats()), lest others' borrowing take a class's reserved seats
- * while they are idle, but
- * for the requests of such a class that nobody claimed yet (see
- * fair_reserved()): it comes back.
- */
-
-static void
-ngx_zk_lock_keep_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
-{
-    uint64_t                    extra, now;
-    ngx_uint_t                  k;
-    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
-    ngx_zk_lock_fair_class_t   *c;
-    ngx_zk_lock_board_fleet_t   fl;
-
-    ngx_zk_lock_board_classes(pool->board, (uint64_t) leases * 1000, &fl);
-    (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
-
-    extra = 0;
-
-    for (k = 0; k < pool->fair.classes->n; k++) {
-        c = &pool->fair.cls[k];
-
-        /*
-         * a class that comes back to seats reserved for it takes them at
-         * once; once the fleet weighs its claims, its part is in the
-         * workers' weights, and so in their caps
-         */
-        c->reserved = ((fl.a.reserved >> k) & 1) && fl.claims[k] == 0;
-
-        if (fl.claims[k] == 0) {
-            /*
-             * nobody claims it yet: its nominal part, so that its first
-             * requests here are not served behind a class that has its
-             * part already, and the instance weighs what it wants of it
-             */
-            now = 1000 * (uint64_t) (load[k].held + load[k].waiting);
-
-            c->level = 0;
-            c->target = fl.a.nominal[k];
-            extra += ngx_min(c->target, ngx_max((uint64_t) c->demand, now));
-            continue;
-        }
-
-        /* a flow's level, thousandths of leases; our part of the class */
-        c->level = fl.a.alloc[k] * NGX_ZK_LOCK_SHARE_FLOW / fl.claims[k];
-        c->target = fl.a.alloc[k] * fl.mine[k] / fl.claims[k];
-    }
-
-    /* our claims weighed as the others weigh them, see board_seats() */
-    pool->share.weight = (ngx_uint_t)
-        ngx_min(ngx_zk_lock_board_worth(pool->board) + extra,
-                NGX_ZK_LOCK_SHARE_WEIGHT_MAX);
-    pool->cap = ngx_zk_lock_board_seats(pool->board, extra);
-}
-
-
-/*
- * The claims are weighed, and ours told, at a listing of the path; while
- * it is contended, one a quantum at least.  Shares that hold still (each
- * at its level, nobody short) move no node and so list nothing, and a
- * claim made after the last change would wait for the next one: two
- * nginx split 4 leases 2 and 2 for a whole run, the quiet tenants of one
- * at 65% of their rate.
- */
-
-static void
-ngx_zk_lock_keep_weigh_handler(ngx_event_t *ev)
-{
-    ngx_uint_t                n, nc;
-    ngx_zk_lock_pool_t       *pool;
-    ngx_zk_lock_fair_top_t    top[NGX_ZK_LOCK_FAIR_TOP];
-    ngx_zk_lock_fair_load_t   load[NGX_ZK_LOCK_CLASS_MAX];
-
-    pool = ev->data;
-
-    if (pool->lock->tickets || pool->share.others) {
-        ngx_zk_lock_path_relist(pool->lock);
-    }
-
-    /* the layer's gauges: the claim as the others read it */
-
-    if (pool->tag && pool->tag->fair_report) {
-        n = ngx_zk_lock_fair_top(&pool->fair, top);
-        nc = ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
-
-        pool->tag->fair_report(pool->tag, pool->fair.nflows,
-                               ngx_zk_lock_board_mine(pool->board), top, n,
-                               load, nc);
-    }
-
-    ngx_add_timer(ev, NGX_ZK_LOCK_KEEP_QUANTUM);
-}
-
-
 /* the worker exits: its nodes go with the session, the recipe frees them */
 
 static void
@@ -1973,17 +1683,7 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
     np = ngx_zk_lock_share_parts(&pool->share, children, n, parts);
 
     if (pool->board) {
-        /*
-         * fair=: the instances weighed by the flows they serve; this one
-         * by its claim as the others read it, so that all count alike
-         */
-        pool->share.weight = ngx_zk_lock_board_mine(pool->board);
-        pool->share.weigh = ngx_zk_lock_board_claim;
-        pool->share.weigh_data = pool->board;
-
-        if (pool->fair.classes) {
-            ngx_zk_lock_keep_classes(pool, leases);
-        }
+        ngx_zk_lock_weigh_shares(pool, leases);
     }
 
     /*
@@ -2004,9 +1704,9 @@ ngx_zk_lock_keep_listed(ngx_zk_lock_t *lock,
                       (ngx_zk_lock_claim_t *) (void *) &parts[n]);
 
     if (pool->board) {
-        ngx_zk_lock_keep_claim(pool);
+        ngx_zk_lock_weigh_claim(pool);
     }
-    ngx_zk_lock_keep_doom(pool, children, n, leases, parts, np);
+    ngx_zk_lock_weigh_doom(pool, children, n, leases, parts, np);
 
     ngx_free(parts);
 
@@ -2059,164 +1759,6 @@ ngx_zk_lock_keep_listed_read(ngx_zk_lock_pool_t *pool,
 
 
 /*
- * Curator's semaphore waits for the node "leases" places ahead of its own
- * to go, and for no other: a lease freed elsewhere leaves it waiting, and
- * a kept lease may stay for as long as there is load.  So a lease of this
- * worker that a waiter with no lease at all watches so (a Curator client,
- * or a worker that has none) goes back as soon as no request runs on it,
- * once that waiter has watched it for a quantum.  Not at once: a worker
- * of nginx that waits hears of every lease freed ahead of it, and is
- * served by the lease in transit or by one over its holder's share; one
- * that gave its lease back to such a waiter and queued again would doom
- * another holder's at once, and so on: a lease moving at every request
- * end, 0.04 to 0.17 writes a request at 32 nginx on 32 leases instead of
- * 0.015, in 4 of 11 runs of t/bench/scale.pl.
- */
-
-static void
-ngx_zk_lock_keep_doom(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases,
-    ngx_zk_lock_part_t *parts, ngx_uint_t np)
-{
-    ngx_uint_t                 i, found;
-    ngx_queue_t               *q;
-    ngx_zk_lock_part_t         key, *p;
-    ngx_zk_lock_lease_t       *lease;
-    ngx_zk_lock_child_t       *w;
-
-    ngx_zk_lock_keep_unknowing(pool, children, n, leases);
-
-    found = 0;
-
-    for (i = leases;
-         i < n && children[i].seq < NGX_ZK_LOCK_SEQ_WRAPPED
-         && found < NGX_ZK_LOCK_KEEP_DOOMED;
-         i++)
-    {
-        if (ngx_zk_lock_session_ours(pool->lock->session,
-                                     children[i].name))
-        {
-            continue;
-        }
-
-        key.name = children[i].name;
-        key.len = ngx_zk_lock_share_prefix(&children[i]);
-
-        p = bsearch(&key, parts, np, sizeof(ngx_zk_lock_part_t),
-                    ngx_zk_lock_share_part_cmp);
-
-        w = &children[i - leases];
-
-        if (p == NULL || p->held
-            || !ngx_zk_lock_session_ours(pool->lock->session, w->name))
-        {
-            continue;
-        }
-
-        for (q = ngx_queue_head(&pool->leases);
-             q != ngx_queue_sentinel(&pool->leases);
-             q = ngx_queue_next(q))
-        {
-            lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
-
-            if (lease->node->seq == w->seq
-                && lease->state != NGX_ZK_LOCK_KEEP_QUEUED)
-            {
-                ngx_zk_lock_keep_watched(pool, lease, children[i].seq);
-                found++;
-                break;
-            }
-        }
-    }
-}
-
-
-/* the lease is watched by a waiter that holds nothing: see doom() */
-
-static void
-ngx_zk_lock_keep_watched(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_lease_t *lease, uint32_t watcher)
-{
-    ngx_msec_t  waited;
-
-    if (lease->watcher != watcher || lease->watched == 0) {
-        lease->watcher = watcher;
-        lease->watched = ngx_current_msec;
-    }
-
-    waited = ngx_current_msec - lease->watched;
-
-    if (waited >= NGX_ZK_LOCK_KEEP_QUANTUM) {
-        lease->doomed = 1;
-        return;
-    }
-
-    /* nothing may change on the path meanwhile: it is listed again then */
-
-    if (!pool->starve.timer_set) {
-        ngx_add_timer(&pool->starve, NGX_ZK_LOCK_KEEP_QUANTUM - waited);
-    }
-}
-
-
-/*
- * A waiter that watched a lease of this worker may hold now without
- * knowing it: a lease ahead of it went, not the one that it watches, and
- * Curator's learns only of that one (or at its timeout: t/keep.t once saw
- * a Curator client hold for 20 s, unknowing, under load).  Its lease
- * goes back a quantum after that waiter came to watch it, as if it still
- * waited.
- */
-
-static void
-ngx_zk_lock_keep_unknowing(ngx_zk_lock_pool_t *pool,
-    ngx_zk_lock_child_t *children, ngx_uint_t n, ngx_uint_t leases)
-{
-    ngx_uint_t                 i;
-    ngx_queue_t               *q;
-    ngx_zk_lock_lease_t       *lease;
-
-    for (q = ngx_queue_head(&pool->leases);
-         q != ngx_queue_sentinel(&pool->leases);
-         q = ngx_queue_next(q))
-    {
-        lease = ngx_queue_data(q, ngx_zk_lock_lease_t, queue);
-
-        if (lease->state == NGX_ZK_LOCK_KEEP_QUEUED || lease->watched == 0
-            || lease->doomed)
-        {
-            continue;
-        }
-
-        i = ngx_zk_lock_listing_find(children, n, lease->watcher);
-
-        if (i == n || children[i].seq != lease->watcher) {
-            /* that waiter went */
-            lease->watched = 0;
-            continue;
-        }
-
-        if (i < leases) {
-            ngx_zk_lock_keep_watched(pool, lease, lease->watcher);
-        }
-    }
-}
-
-
-static void
-ngx_zk_lock_keep_starve_handler(ngx_event_t *ev)
-{
-    ngx_zk_lock_pool_t  *pool;
-
-    pool = ev->data;
-
-    if (pool->held) {
-        ngx_zk_lock_path_relist(pool->lock);
-    }
-}
-
-
-/*
  * A count lowered below a lease's place: the lease is no longer one of
  * the first "leases" children, and is never granted again; an idle one
  * goes back now, a busy one when its request ends (the overshoot lasts as
@@ -2264,7 +1806,7 @@ ngx_zk_lock_keep_excess(ngx_zk_lock_pool_t *pool,
 
 
 /*
- * priority=: the leases over the worker's cap (see keep_classes()) go as
+ * priority=: the leases over the worker's cap (see weigh.c) go as
  * those over the path's count do, at once if idle, else at their
  * request's end; a node that queues at the cap goes at once, lest it
  * take a lease that a class coming back waits for
