@@ -94,6 +94,8 @@ static void ngx_zk_lock_board_got(int rc, const char *value, int value_len,
     const struct Stat *stat, const void *data);
 static uint64_t ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b,
     ngx_zk_lock_report_t *r);
+static uint64_t ngx_zk_lock_board_sum(ngx_zk_lock_board_t *b,
+    ngx_zk_lock_board_class_t *cls);
 static void ngx_zk_lock_board_parse(ngx_zk_lock_board_t *b,
     ngx_zk_lock_report_t *report, u_char *p, u_char *last);
 static ngx_uint_t ngx_zk_lock_board_moved(ngx_zk_lock_board_t *b);
@@ -601,17 +603,26 @@ ngx_zk_lock_board_claim(void *data, u_char *worker)
 static uint64_t
 ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b, ngx_zk_lock_report_t *r)
 {
-    uint64_t    w;
-    ngx_uint_t  k;
-
     if (r->plain) {
         return r->claim * b->factor[b->classes->dflt] / 1000;
     }
 
+    return ngx_zk_lock_board_sum(b, &r->cls);
+}
+
+
+/* priority=: what classes' claims give, each its class's factor */
+
+static uint64_t
+ngx_zk_lock_board_sum(ngx_zk_lock_board_t *b, ngx_zk_lock_board_class_t *cls)
+{
+    uint64_t    w;
+    ngx_uint_t  k;
+
     w = 0;
 
     for (k = 0; k < b->classes->n; k++) {
-        w += r->cls.claim[k] * b->factor[k] / 1000;
+        w += cls->claim[k] * b->factor[k] / 1000;
     }
 
     return w;
@@ -627,16 +638,7 @@ ngx_zk_lock_board_weight(ngx_zk_lock_board_t *b, ngx_zk_lock_report_t *r)
 uint64_t
 ngx_zk_lock_board_worth(ngx_zk_lock_board_t *b)
 {
-    uint64_t    w;
-    ngx_uint_t  k;
-
-    w = 0;
-
-    for (k = 0; ngx_zk_lock_board_mine(b) && k < b->classes->n; k++) {
-        w += b->wcls.claim[k] * b->factor[k] / 1000;
-    }
-
-    return w;
+    return ngx_zk_lock_board_mine(b) ? ngx_zk_lock_board_sum(b, &b->wcls) : 0;
 }
 
 

@@ -825,7 +825,7 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
 {
     uint64_t                   claim[NGX_ZK_LOCK_CLASS_MAX];
     uint64_t                   busy[NGX_ZK_LOCK_CLASS_MAX];
-    uint64_t                   alive[NGX_ZK_LOCK_CLASS_MAX], demand;
+    uint64_t                   alive, demand;
     ngx_uint_t                 i, n;
     ngx_msec_t                 window;
     ngx_queue_t               *q;
@@ -843,7 +843,6 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
     for (i = 0; i < n; i++) {
         claim[i] = fair->cls[i].gone;
         busy[i] = fair->cls[i].gone_busy;
-        alive[i] = 0;
     }
 
     for (q = ngx_queue_head(&fair->flows);
@@ -855,7 +854,6 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
         ngx_zk_lock_fair_tally(f);
         claim[f->cls] += ngx_zk_lock_fair_part(fair, f, window);
         busy[f->cls] += f->busy;
-        alive[f->cls] += 1000 * (uint64_t) f->tickets;
         f->busy = 0;
     }
 
@@ -866,9 +864,10 @@ ngx_zk_lock_fair_window(ngx_zk_lock_fair_t *fair)
 
         c->claim = ngx_zk_lock_fair_smooth(c->claim, claim[i]);
         demand = busy[i] * 1000 / window;
+        alive = 1000 * (uint64_t) c->alive;
 
-        if (ngx_zk_lock_class_back(c->demand, alive[i])) {
-            demand = ngx_max(demand, alive[i]);
+        if (ngx_zk_lock_class_back(c->demand, alive)) {
+            demand = ngx_max(demand, alive);
         }
 
         c->demand = ngx_zk_lock_fair_smooth(c->demand, demand);

@@ -71,12 +71,10 @@ ngx_zk_lock_weigh_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
 {
     uint64_t                    extra, now;
     ngx_uint_t                  k;
-    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
     ngx_zk_lock_fair_class_t   *c;
     ngx_zk_lock_board_fleet_t   fl;
 
     ngx_zk_lock_board_classes(pool->board, (uint64_t) leases * 1000, &fl);
-    (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
 
     extra = 0;
 
@@ -96,7 +94,7 @@ ngx_zk_lock_weigh_classes(ngx_zk_lock_pool_t *pool, ngx_uint_t leases)
              * requests here are not served behind a class that has its
              * part already, and the instance weighs what it wants of it
              */
-            now = 1000 * (uint64_t) (load[k].held + load[k].waiting);
+            now = 1000 * (uint64_t) c->alive;
 
             c->level = 0;
             c->target = fl.a.nominal[k];
@@ -127,7 +125,7 @@ void
 ngx_zk_lock_weigh_claim(ngx_zk_lock_pool_t *pool)
 {
     ngx_uint_t                  k, claim, now;
-    ngx_zk_lock_fair_load_t     load[NGX_ZK_LOCK_CLASS_MAX];
+    ngx_zk_lock_fair_class_t   *c;
     ngx_zk_lock_board_class_t   cls;
 
     if (!pool->share.others && !pool->lock->tickets) {
@@ -146,15 +144,20 @@ ngx_zk_lock_weigh_claim(ngx_zk_lock_pool_t *pool)
 
     ngx_memzero(&cls, sizeof(ngx_zk_lock_board_class_t));
 
-    (void) ngx_zk_lock_fair_loads(&pool->fair, &pool->tickets, load);
-
     for (k = 0; k < pool->fair.classes->n; k++) {
-        /* a class that comes back wants its requests now, not a window on */
-        now = 1000 * (load[k].held + load[k].waiting);
+        c = &pool->fair.cls[k];
 
-        cls.claim[k] = pool->fair.cls[k].claim;
-        cls.demand[k] = ngx_zk_lock_class_back(pool->fair.cls[k].demand, now)
-                        ? now : pool->fair.cls[k].demand;
+        /*
+         * a class that comes back wants its requests now, not a window
+         * on: all of them, those waiting for their flow's fair_max= too,
+         * as weigh_back() counts them (else a request that found the
+         * class behind asked a listing that posted nothing, each time)
+         */
+        now = 1000 * c->alive;
+
+        cls.claim[k] = c->claim;
+        cls.demand[k] = ngx_zk_lock_class_back(c->demand, now) ? now
+                                                                : c->demand;
     }
 
     ngx_zk_lock_board_post(pool->board, claim, &cls);
