@@ -359,8 +359,21 @@ ok(!@left, sprintf('no node left below /soak %.0f s after the traffic, '
         my ($inst) = grep { my $i = $_; defined $pid
             && grep { $_ == $pid } $NG{$i}->child_pids } @INST;
         "  $_\n    " . ($inst ? "($inst) " : '') . ($d->{data} // '(gone)')
-        . "\n    " . owner_of($d)
+        . "\n    " . owner_of($d) . last_calls($_)
     } @left[0 .. ($#left < 4 ? $#left : 4)];
+# a node left: whether it goes at its keep= (a lease kept as if its path
+# were used) or stays (nothing will delete it)
+if (@left) {
+    my %gone;
+    wait_for(sub {
+        $gone{$_} //= time - $t_traffic
+            for grep { !(eval { zk_get($zk, $_) } // {})->{exists} } @left;
+        return keys %gone == @left;
+    }, 40, 0.5);
+    diag join "\n", map { "  $_: " . (defined $gone{$_}
+        ? sprintf('went %.1f s after the traffic', $gone{$_})
+        : 'still there 40 s later') } @left;
+}
 # whose session a leftover node is: the pid in its data is the requester's,
 # which need not be the worker whose session holds it (a broker, worker
 # 0's kept leases), and a session may outlive its worker (a ZooKeeper
@@ -380,6 +393,22 @@ sub owner_of {
     }
     return sprintf 'session %s%s, made %.1f s ago', $owner, $who,
         time - $d->{ctime} / 1000;
+}
+
+# the last calls at the backend on a leftover node's lock, if a value of
+# kv: when its path was last used, and how
+sub last_calls {
+    my ($path) = @_;
+    my ($v) = $path =~ m{^/soak/kv/([^/]+)/} or return '';
+    my @c = sort { $a->[0] <=> $b->[0] } @{ $be->calls->{"kv-$v"} // [] };
+    return "\n    no call on kv-$v" unless @c;
+    return join '', map {
+        my ($start, $end, $w, $bid, $hung) = @$_;
+        sprintf "\n    call %s (id.status.pid) %+.3f..%s s after the "
+            . "traffic%s", $bid // '?', $start - $t_traffic,
+            defined $end ? sprintf('%+.3f', $end - $t_traffic) : 'open',
+            $hung ? ' (hung up)' : '';
+    } @c[($#c < 3 ? 0 : $#c - 3) .. $#c];
 }
 
 for my $inst (@INST) {
