@@ -18,7 +18,12 @@
  * last completion: its own node is deleted when the last pool goes, and
  * the others' reports are only read.  Each completion finds the board
  * there (the worker's exit frees them all once no completion is to come,
- * see recipe_free()).
+ * see recipe_free()).  A node that may be there when the last pool goes
+ * (the connection down, a create or a delete unanswered) keeps the board
+ * until the session is connected again, which deletes it, as a lock's
+ * (Curator's guaranteed delete), or until the session is found gone with
+ * it: a session that survives a partition would keep it for as long as
+ * the worker lives, a report of a claim that nobody makes.
  */
 
 
@@ -65,6 +70,8 @@ struct ngx_zk_lock_board_s {
     unsigned                      relist:1;
     unsigned                      writing:1;
     unsigned                      created:1;  /* our node */
+    unsigned                      unsure:1;   /* ... may be: unanswered */
+    unsigned                      orphan:1;   /* to delete once connected */
     unsigned                      dir:1;      /* made P.fair for our node */
 
     u_char                       *node;       /* "P.fair/<ours>" */
@@ -110,6 +117,7 @@ static void ngx_zk_lock_board_made(int rc, const char *value,
     const void *data);
 static void ngx_zk_lock_board_set(int rc, const struct Stat *stat,
     const void *data);
+static void ngx_zk_lock_board_unpost(ngx_zk_lock_board_t *b);
 static void ngx_zk_lock_board_deleted(int rc, const void *data);
 static ngx_uint_t ngx_zk_lock_board_sent(ngx_zk_lock_board_t *b, int rc,
     const char *call, u_char *path);
@@ -136,6 +144,7 @@ ngx_zk_lock_board(ngx_zk_lock_session_t *s, ngx_str_t *path,
     if (b) {
         if (b->refs++ == 0) {
             /* left until a completion came: its watches may have fired */
+            b->orphan = 0;
             ngx_zk_lock_board_list(b);
         }
 
@@ -186,28 +195,54 @@ ngx_zk_lock_board_classify(ngx_zk_lock_board_t *b,
 void
 ngx_zk_lock_board_leave(ngx_zk_lock_board_t *b)
 {
-    int                     rc;
-    ngx_zk_lock_session_t  *s;
-
     if (--b->refs) {
         return;
     }
 
+    b->written = 0;
+
+    ngx_zk_lock_board_unpost(b);
+    (void) ngx_zk_lock_board_done(b);
+}
+
+
+/*
+ * No pool on the path: our node goes, if it may be there in this session;
+ * once connected again if the connection is down, or the call failed
+ */
+
+static void
+ngx_zk_lock_board_unpost(ngx_zk_lock_board_t *b)
+{
+    int                     rc;
+    ngx_zk_lock_session_t  *s;
+
     s = b->session;
+    b->orphan = 0;
 
-    if (b->created && b->generation == s->generation && s->connected) {
-        ngx_zk_lock_session_batch(s);
+    if (!(b->created || b->unsure) || b->generation != s->generation) {
+        b->created = 0;
+        b->unsure = 0;
+        return;
+    }
 
-        rc = zoo_adelete(s->zh, (char *) b->node, -1,
-                         ngx_zk_lock_board_deleted, b);
+    if (!s->connected) {
+        b->orphan = 1;
+        return;
+    }
 
-        (void) ngx_zk_lock_board_sent(b, rc, "zoo_adelete", b->node);
+    ngx_zk_lock_session_batch(s);
+
+    rc = zoo_adelete(s->zh, (char *) b->node, -1,
+                     ngx_zk_lock_board_deleted, b);
+
+    if (!ngx_zk_lock_board_sent(b, rc, "zoo_adelete", b->node)) {
+        b->orphan = 1;
+        return;
     }
 
     b->created = 0;
-    b->written = 0;
-
-    (void) ngx_zk_lock_board_done(b);
+    b->unsure = 0;
 }
 
 
@@ -216,7 +251,7 @@ ngx_zk_lock_board_leave(ngx_zk_lock_board_t *b)
 static ngx_uint_t
 ngx_zk_lock_board_done(ngx_zk_lock_board_t *b)
 {
-    if (b->refs || b->pending) {
+    if (b->refs || b->pending || b->orphan) {
         return 0;
     }
 
@@ -808,6 +843,7 @@ ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
 
     if (b->generation != s->generation) {
         b->created = 0;
+        b->unsure = 0;
         b->written = 0;
     }
 
@@ -910,6 +946,7 @@ ngx_zk_lock_board_created(int rc, const char *value, const void *data)
 
     if (rc == ZOK || rc == ZNODEEXISTS) {
         b->created = 1;
+        b->unsure = 0;
         b->generation = s->generation;
 
         /* the container may go once empty: made again then */
@@ -929,6 +966,16 @@ ngx_zk_lock_board_created(int rc, const char *value, const void *data)
     }
 
     b->written = 0;
+
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+        /* it may have been made: written again, or deleted */
+        b->unsure = 1;
+        b->generation = s->generation;
+
+        if (b->refs == 0) {
+            ngx_zk_lock_board_unpost(b);
+        }
+    }
 
     if (ngx_zk_lock_board_done(b)
         || rc != ZNONODE || b->dir || b->refs == 0)
@@ -981,8 +1028,12 @@ ngx_zk_lock_board_set(int rc, const struct Stat *stat, const void *data)
         return;
     }
 
-    if (rc != ZOK) {
-        /* made again at the next post: its session expired, say */
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+        /* still ours: written again at the next post */
+        b->written = 0;
+
+    } else if (rc != ZOK) {
+        /* made again at the next post: someone deleted it, say */
         b->created = 0;
         b->written = 0;
     }
@@ -996,9 +1047,20 @@ ngx_zk_lock_board_deleted(int rc, const void *data)
 
     b->pending--;
 
-    if (!b->session->exiting) {
-        (void) ngx_zk_lock_board_done(b);
+    if (b->session->exiting) {
+        return;
     }
+
+    if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+        /* it may be there still */
+        b->unsure = 1;
+
+        if (b->refs == 0) {
+            ngx_zk_lock_board_unpost(b);
+        }
+    }
+
+    (void) ngx_zk_lock_board_done(b);
 }
 
 
@@ -1086,26 +1148,38 @@ ngx_zk_lock_board_find(ngx_zk_lock_session_t *s, u_char *path, size_t len)
 }
 
 
-/* a session is connected: lists again; a new one makes our node again */
+/*
+ * a session is connected: lists again; a new one makes our node again;
+ * a node left by the last pool is deleted now
+ */
 
 void
 ngx_zk_lock_boards_connected(ngx_zk_lock_session_t *s)
 {
-    ngx_queue_t          *q;
+    ngx_queue_t          *q, *next;
     ngx_zk_lock_board_t  *b;
 
     for (q = ngx_queue_head(&s->boards);
          q != ngx_queue_sentinel(&s->boards);
-         q = ngx_queue_next(q))
+         q = next)
     {
+        next = ngx_queue_next(q);
         b = ngx_queue_data(q, ngx_zk_lock_board_t, queue);
 
         if (b->generation != s->generation) {
             b->created = 0;
+            b->unsure = 0;
             b->written = 0;
 
             /* a new session has none of the old one's watches: read all */
             b->nreports = 0;
+        }
+
+        if (b->orphan) {
+            /* no pool: only its node to delete, if still there */
+            ngx_zk_lock_board_unpost(b);
+            (void) ngx_zk_lock_board_done(b);
+            continue;
         }
 
         ngx_zk_lock_board_list(b);
