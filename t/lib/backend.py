@@ -12,7 +12,10 @@ Any request (any method) to a path other than /_stats and /_reset:
           (default 1): the leases of a weighted lock
   hangup= query arg: if 1, the request ends as soon as its client (nginx)
           closes the connection, as an upstream that notices does, and
-          counts in "hangups"
+          counts in "hangups"; at the latest when the next request on
+          its key starts, so that a lease that nginx passed on at once
+          is never seen held twice for the moment its thread needed to
+          wake up
   rec   = query arg: if 1, the call is recorded for /_calls (its start
           and end times, w, id and whether it was hung up on), so that a
           test can compute what was in flight at any instant itself
@@ -46,6 +49,7 @@ from urllib.parse import parse_qs, urlsplit
 LOCK = threading.Lock()
 STATS = {}
 CALLS = {}  # key -> [[start, end, w, id, hungup], ...] (rec=1 only)
+WATCHED = {}  # key -> [call state, ...]: hangup=1 calls running
 
 
 def new_entry():
@@ -57,6 +61,36 @@ def entry(key):
     if key not in STATS:
         STATS[key] = new_entry()
     return STATS[key]
+
+
+def finish(key, st, gone):
+    """Caller holds LOCK: a call ends, now."""
+    e = entry(key)
+    e["inflight"] -= st["w"]
+    e["count"] += 1
+    if gone:
+        e["hangups"] += 1
+    if st["call"] is not None:
+        st["call"][1] = time.time()
+        st["call"][4] = gone
+    st["ended"] = True
+
+
+def reap(key):
+    """Caller holds LOCK: the hangup=1 calls on key whose client has closed
+    (its FIN came before the request that starts now) end first; their
+    threads may not have woken up yet."""
+    for st in WATCHED.get(key, []):
+        if st["ended"]:
+            continue
+        try:
+            data = st["sock"].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            finish(key, st, True)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -122,33 +156,34 @@ class Handler(BaseHTTPRequestHandler):
         key = q.get("key", path)
         rid = q.get("id", "")
         w = int(q.get("w", 1))
+        watch = q.get("hangup") == "1"
+        st = {"sock": self.connection, "w": w, "call": None, "ended": False}
         with LOCK:
             e = entry(key)
+            reap(key)
             e["inflight"] += w
             e["max"] = max(e["max"], e["inflight"])
             if "id" in q:
                 e["order"].append(rid)
             n = e["inflight"]
-            call = None
             if q.get("rec") == "1":
-                call = [time.time(), None, w, rid, False]
-                CALLS.setdefault(key, []).append(call)
+                st["call"] = [time.time(), None, w, rid, False]
+                CALLS.setdefault(key, []).append(st["call"])
+            if watch:
+                WATCHED.setdefault(key, []).append(st)
         gone = False
         try:
-            if q.get("hangup") == "1":
+            if watch:
                 gone = self.sleep_unless_gone(float(q.get("sleep", 0)))
             else:
                 time.sleep(float(q.get("sleep", 0)) / 1000.0)
         finally:
             with LOCK:
-                e = entry(key)
-                e["inflight"] -= w
-                e["count"] += 1
-                if gone:
-                    e["hangups"] += 1
-                if call is not None:
-                    call[1] = time.time()
-                    call[4] = gone
+                if watch:
+                    WATCHED[key].remove(st)
+                gone = gone or st["ended"]
+                if not st["ended"]:
+                    finish(key, st, gone)
         if gone:
             self.close_connection = True
             return
