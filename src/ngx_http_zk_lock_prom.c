@@ -52,6 +52,8 @@ static u_char *ngx_http_zk_lock_prom_layer(ngx_http_zk_lock_out_t *o,
     u_char *p, ngx_zk_lock_stats_t *st, char *family, ngx_int_t which);
 static u_char *ngx_http_zk_lock_prom_series(u_char *p, char *family,
     ngx_http_zk_lock_metric_t *m);
+static u_char *ngx_http_zk_lock_prom_layer_series(u_char *p, char *family,
+    ngx_zk_lock_stats_t *st, ngx_zk_lock_stats_name_t *n);
 
 
 static ngx_str_t  ngx_http_zk_lock_build_info = ngx_string(
@@ -389,11 +391,8 @@ ngx_http_zk_lock_prom_classes(ngx_http_zk_lock_out_t *o, u_char *p,
                     return NULL;
                 }
 
-                p = ngx_sprintf(p, "%s{path=\"", family[k]);
-                p = ngx_http_zk_lock_out_escape(p, &sn[i].name);
-                p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
-                                ngx_zk_lock_types[sn[i].type].label,
-                                &st->layer);
+                p = ngx_http_zk_lock_prom_layer_series(p, family[k], st,
+                                                       &sn[i]);
                 p = ngx_http_zk_lock_prom_class(p, k, &scl->class[j].name,
                                                 &load[j]);
             }
@@ -489,12 +488,9 @@ ngx_http_zk_lock_prom_top(ngx_http_zk_lock_out_t *o, u_char *p,
                     return NULL;
                 }
 
-                p = ngx_sprintf(p, "%s{path=\"", family[k]);
-                p = ngx_http_zk_lock_out_escape(p, &sn[i].name);
-                p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\","
-                                "flow=\"%016xL\"} %uD\n",
-                                ngx_zk_lock_types[sn[i].type].label,
-                                &st->layer, top[j].id,
+                p = ngx_http_zk_lock_prom_layer_series(p, family[k], st,
+                                                       &sn[i]);
+                p = ngx_sprintf(p, ",flow=\"%016xL\"} %uD\n", top[j].id,
                                 k ? top[j].waiting : top[j].held);
             }
         }
@@ -530,10 +526,7 @@ ngx_http_zk_lock_prom_layer_fair(ngx_http_zk_lock_out_t *o, u_char *p,
             return NULL;
         }
 
-        p = ngx_sprintf(p, "%s{path=\"", family);
-        p = ngx_http_zk_lock_out_escape(p, &name[i].name);
-        p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
-                        ngx_zk_lock_types[name[i].type].label, &st->layer);
+        p = ngx_http_zk_lock_prom_layer_series(p, family, st, &name[i]);
 
         if (claim) {
             n = ngx_zk_lock_stats_sum(st, i, NGX_ZK_LOCK_STATS_CLAIM);
@@ -777,10 +770,7 @@ ngx_http_zk_lock_prom_layer(ngx_http_zk_lock_out_t *o, u_char *p,
         }
 
         for (j = 0; j < (which == -1 ? NGX_ZK_LOCK_STATS_N : 1); j++) {
-            p = ngx_sprintf(p, "%s{path=\"", family);
-            p = ngx_http_zk_lock_out_escape(p, &n[i].name);
-            p = ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
-                            ngx_zk_lock_types[n[i].type].label, &st->layer);
+            p = ngx_http_zk_lock_prom_layer_series(p, family, st, &n[i]);
 
             if (which == -1) {
                 p = ngx_sprintf(p, ",result=\"%s\"} %uA\n",
@@ -809,4 +799,18 @@ ngx_http_zk_lock_prom_series(u_char *p, char *family,
 
     return ngx_sprintf(p, "\",type=\"%s\"",
                        ngx_zk_lock_types[m->type].label);
+}
+
+
+/* the same for a lock of another layer (stream's), with its label */
+
+static u_char *
+ngx_http_zk_lock_prom_layer_series(u_char *p, char *family,
+    ngx_zk_lock_stats_t *st, ngx_zk_lock_stats_name_t *n)
+{
+    p = ngx_sprintf(p, "%s{path=\"", family);
+    p = ngx_http_zk_lock_out_escape(p, &n->name);
+
+    return ngx_sprintf(p, "\",type=\"%s\",layer=\"%V\"",
+                       ngx_zk_lock_types[n->type].label, &st->layer);
 }
