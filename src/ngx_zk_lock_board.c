@@ -40,10 +40,24 @@
                      * (NGX_ZK_LOCK_CLASS_NAME + 2 * NGX_INT_T_LEN + 3))
 
 
+/*
+ * priority=: the classes that came back (a bit each), and until when
+ * their growth is news too: a class comes back in a burst, and was told
+ * at the arrival that crossed class_back() (the 6th of 16 after a pause),
+ * its part cut there until the next write a quantum on (1.7 s to its 7)
+ */
+
+typedef struct {
+    ngx_uint_t                    mask;
+    ngx_msec_t                    until;
+} ngx_zk_lock_board_came_t;
+
+
 typedef struct {
     u_char                        name[NGX_ZK_LOCK_OURS_LEN];
     ngx_uint_t                    claim;      /* 0: not read, or invalid */
     ngx_zk_lock_board_class_t     cls;        /* priority=: by our index */
+    ngx_zk_lock_board_came_t      came;
     unsigned                      plain:1;    /* no class in it */
 } ngx_zk_lock_report_t;
 
@@ -62,6 +76,7 @@ struct ngx_zk_lock_board_s {
     ngx_zk_lock_classes_t        *classes;    /* priority=: NULL none */
     ngx_zk_lock_board_class_t     cls;        /* ours, to write */
     ngx_zk_lock_board_class_t     wcls;       /* ... as last written */
+    ngx_zk_lock_board_came_t      came;       /* ours */
     uint64_t                      factor[NGX_ZK_LOCK_CLASS_MAX];
     ngx_uint_t                    generation; /* the session of our node */
     ngx_msec_t                    next;       /* no write before */
@@ -69,6 +84,7 @@ struct ngx_zk_lock_board_s {
     unsigned                      listing:1;
     unsigned                      relist:1;
     unsigned                      writing:1;
+    unsigned                      again:1;    /* news while writing */
     unsigned                      created:1;  /* our node */
     unsigned                      unsure:1;   /* ... may be: unanswered */
     unsigned                      orphan:1;   /* to delete once connected */
@@ -107,7 +123,10 @@ static void ngx_zk_lock_board_parse(ngx_zk_lock_board_t *b,
     ngx_zk_lock_report_t *report, u_char *p, u_char *last);
 static ngx_uint_t ngx_zk_lock_board_moved(ngx_zk_lock_board_t *b);
 static ngx_uint_t ngx_zk_lock_board_came(ngx_zk_lock_board_t *b,
-    ngx_zk_lock_board_class_t *was, ngx_zk_lock_board_class_t *now);
+    ngx_zk_lock_board_class_t *was, ngx_zk_lock_board_class_t *now,
+    ngx_zk_lock_board_came_t *came);
+static ngx_uint_t ngx_zk_lock_board_grows(ngx_zk_lock_board_came_t *came,
+    ngx_uint_t k, ngx_uint_t was, uint64_t now);
 static ngx_zk_lock_report_t *ngx_zk_lock_board_report(
     ngx_zk_lock_report_t *reports, ngx_uint_t n, u_char *name);
 static void ngx_zk_lock_board_write(ngx_zk_lock_board_t *b);
@@ -117,6 +136,7 @@ static void ngx_zk_lock_board_made(int rc, const char *value,
     const void *data);
 static void ngx_zk_lock_board_set(int rc, const struct Stat *stat,
     const void *data);
+static void ngx_zk_lock_board_again(ngx_zk_lock_board_t *b);
 static void ngx_zk_lock_board_unpost(ngx_zk_lock_board_t *b);
 static void ngx_zk_lock_board_deleted(int rc, const void *data);
 static ngx_uint_t ngx_zk_lock_board_sent(ngx_zk_lock_board_t *b, int rc,
@@ -494,7 +514,9 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
      * back a quantum later
      */
 
-    if (b->classes && ngx_zk_lock_board_came(b, &was, &report->cls)) {
+    if (b->classes
+        && ngx_zk_lock_board_came(b, &was, &report->cls, &report->came))
+    {
         lock = ngx_zk_lock_path_find(b->session, b->path,
                                      b->len - NGX_ZK_LOCK_BOARD_SUFLEN);
         if (lock) {
@@ -507,28 +529,52 @@ ngx_zk_lock_board_got(int rc, const char *value, int value_len,
 
 /*
  * priority=: whether a class comes back, from what was told of it (told a
- * window late, its reserved seats came back 1.1 to 2.1 s after it did)
+ * window late, its reserved seats came back 1.1 to 2.1 s after it did),
+ * or grows in the quantum after it came back
  */
 
 static ngx_uint_t
 ngx_zk_lock_board_came(ngx_zk_lock_board_t *b, ngx_zk_lock_board_class_t *was,
-    ngx_zk_lock_board_class_t *now)
+    ngx_zk_lock_board_class_t *now, ngx_zk_lock_board_came_t *came)
 {
-    ngx_uint_t  k;
+    ngx_uint_t  k, news;
+
+    news = 0;
 
     for (k = 0; k < b->classes->n; k++) {
         if (ngx_zk_lock_class_back(was->demand[k], now->demand[k])) {
-            return 1;
+            came->mask |= (ngx_uint_t) 1 << k;
+            came->until = ngx_current_msec + NGX_ZK_LOCK_BOARD_QUANTUM;
+            news = 1;
+
+        } else if (ngx_zk_lock_board_grows(came, k, was->demand[k],
+                                           now->demand[k]))
+        {
+            news = 1;
         }
     }
 
-    return 0;
+    return news;
+}
+
+
+static ngx_uint_t
+ngx_zk_lock_board_grows(ngx_zk_lock_board_came_t *came, ngx_uint_t k,
+    ngx_uint_t was, uint64_t now)
+{
+    if ((ngx_msec_int_t) (came->until - ngx_current_msec) <= 0) {
+        came->mask = 0;
+        return 0;
+    }
+
+    return ((came->mask >> k) & 1) && now > was;
 }
 
 
 /*
  * priority=: whether our class k, whose requests alive now want "demand"
- * (thousandths of leases), comes back past what the others were told:
+ * (thousandths of leases), comes back past what the others were told, or
+ * grows past it in the quantum after:
  * keep.c tells them at once then, rather than at its next listing (a
  * quantum away while kept leases move no node)
  */
@@ -538,7 +584,9 @@ ngx_zk_lock_board_behind(ngx_zk_lock_board_t *b, ngx_uint_t k,
     uint64_t demand)
 {
     return b->classes && k < b->classes->n && b->written
-           && ngx_zk_lock_class_back(b->wcls.demand[k], demand);
+           && (ngx_zk_lock_class_back(b->wcls.demand[k], demand)
+               || ngx_zk_lock_board_grows(&b->came, k, b->wcls.demand[k],
+                                          demand));
 }
 
 
@@ -832,7 +880,12 @@ ngx_zk_lock_board_post(ngx_zk_lock_board_t *b, ngx_uint_t claim,
         b->cls = *cls;
 
         /* a class that comes back is told at once (see board_got()) */
-        came = ngx_zk_lock_board_came(b, &b->wcls, &b->cls);
+        came = ngx_zk_lock_board_came(b, &b->wcls, &b->cls, &b->came);
+    }
+
+    if (came && b->writing) {
+        /* told when the write on its way is done, see board_set() */
+        b->again = 1;
     }
 
     if (claim == 0 || b->writing || !s->connected
@@ -922,6 +975,7 @@ ngx_zk_lock_board_write(ngx_zk_lock_board_t *b)
     }
 
     b->writing = 1;
+    b->again = 0;
     b->written = b->claim;
     b->wcls = b->cls;
     b->next = ngx_current_msec + NGX_ZK_LOCK_BOARD_QUANTUM;
@@ -960,6 +1014,9 @@ ngx_zk_lock_board_created(int rc, const char *value, const void *data)
         } else if (rc == ZNODEEXISTS) {
             /* ours, from before a lost connection: its data is old */
             ngx_zk_lock_board_write(b);
+
+        } else {
+            ngx_zk_lock_board_again(b);
         }
 
         return;
@@ -1036,6 +1093,22 @@ ngx_zk_lock_board_set(int rc, const struct Stat *stat, const void *data)
         /* made again at the next post: someone deleted it, say */
         b->created = 0;
         b->written = 0;
+
+    } else {
+        ngx_zk_lock_board_again(b);
+    }
+}
+
+
+/* priority=: a class that came back while we wrote is told now */
+
+static void
+ngx_zk_lock_board_again(ngx_zk_lock_board_t *b)
+{
+    if (b->again && b->refs && b->claim && b->session->connected
+        && ngx_zk_lock_board_moved(b))
+    {
+        ngx_zk_lock_board_write(b);
     }
 }
 

@@ -7,7 +7,7 @@
 #                           [--batch 200] [--standard 100] [--rate 20]
 #                           [--lend 0] [--modes classes,fair,fifo]
 #                           [--scenarios flood,reclaim,pause]
-#                           [--pauses 6]
+#                           [--pauses 6] [--back 40]
 #
 # One ZooKeeper, one backend (t/lib/backend.py, 50 ms a call), 4 nginx x
 # 2 workers, each with the classes
@@ -41,7 +41,7 @@
 #
 # reclaim: standard and batch as in flood for 2 x --seconds; critical
 #   idle for the first half (what do the others use of the 16 - its
-#   reserved seats?), then critical back with 40 closed-loop clients on
+#   reserved seats?), then critical back with --back closed-loop clients on
 #   nginx 0: how long until it has its nominal 8 leases at once, and
 #   what it holds on average over the rest.  Meaningful with --lend above
 #   0 (with 0, its 8 seats stay idle for it and it takes them at once).
@@ -78,11 +78,12 @@ my $lend = 0;
 my $modes = 'classes,fair,fifo';
 my $scenarios = 'flood,reclaim';
 my $pauses = 6;
+my $back = 40;
 GetOptions('seconds=i' => \$seconds, 'warmup=f' => \$warmup,
     'leases=i' => \$leases, 'batch=i' => \$batch,
     'standard=i' => \$standard, 'rate=f' => \$rate, 'lend=i' => \$lend,
     'modes=s' => \$modes, 'scenarios=s' => \$scenarios,
-    'pauses=i' => \$pauses) or exit 2;
+    'pauses=i' => \$pauses, 'back=i' => \$back) or exit 2;
 my @modes = grep { length } split /,/, $modes;
 /^(classes|fair|fifo)$/ or die "--modes: classes, fair, fifo\n" for @modes;
 my @scenarios = grep { length } split /,/, $scenarios;
@@ -93,7 +94,7 @@ $lend >= 0 && $lend <= 100 or die "--lend: 0 to 100\n";
 my $INSTANCES = 4;
 my $WORKERS = 2;
 my $CALL_MS = 50;
-my $BACK = 40;          # critical's clients when it comes back
+my $BACK = $back;       # critical's clients when it comes back
 my ($ON, $OFF) = (4, 3);  # pause: critical on, then idle, s
 my %SHARES = (critical => 50, standard => 30, batch => 20);
 my %LEND = (critical => $lend, standard => 50, batch => 90);
