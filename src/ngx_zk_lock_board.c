@@ -411,7 +411,6 @@ ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
         }
 
         r = &reports[n++];
-        ngx_memcpy(r->name, name, NGX_ZK_LOCK_OURS_LEN);
 
         old = ngx_zk_lock_board_report(b->reports, b->nreports, name);
 
@@ -419,7 +418,9 @@ ngx_zk_lock_board_update(ngx_zk_lock_board_t *b,
             *r = *old;
 
         } else {
-            r->claim = 0;
+            /* not read yet: no claim, and no class that came before */
+            ngx_memzero(r, sizeof(ngx_zk_lock_report_t));
+            ngx_memcpy(r->name, name, NGX_ZK_LOCK_OURS_LEN);
         }
     }
 
